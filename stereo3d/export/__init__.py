@@ -1,0 +1,1 @@
+"""Exporters: PyTorch weights to fixed-size ONNX graphs, each with a validation report."""
