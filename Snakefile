@@ -1,0 +1,31 @@
+# stereo3d: a library of 2D videos → stereoscopic 3D (Depth Anything 3 + NVDS on ONNX Runtime).
+#   snakemake --cores all                              convert every video of the library
+#   snakemake --cores all exports                      only build the ONNX exports
+#   snakemake --cores all --configfile demo/config.yaml demo   the self-contained demo
+import os
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: os.path.join(workflow.basedir, "config.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/export.smk"
+include: "workflow/rules/video.smk"
+include: "workflow/rules/demo.smk"
+
+
+# Every video of the library, converted.
+rule all:
+    default_target: True
+    input:
+        get_final_outputs(),
+
+
+# The ONNX exports the configuration asks for, with their validation reports.
+rule exports:
+    input:
+        get_export_outputs(),

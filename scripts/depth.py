@@ -1,0 +1,24 @@
+"""Raw DA3 depth of one video (rule depth)."""
+
+import json
+
+from stereo3d.depth import estimate_depth
+from stereo3d.scripting import run_guarded, session_options, setup_logging
+
+
+def main():
+    probe = json.loads(open(snakemake.input.probe).read())
+    estimate_depth(
+        video=snakemake.input.source,
+        probe=probe,
+        model=snakemake.input.model,
+        out=snakemake.output.maps,
+        fit=snakemake.wildcards.fit,
+        # Batch and runtime are speed settings: read from config, not params, so they trigger no rerun.
+        batch=snakemake.config["da3"]["batch"],
+        options=session_options(snakemake.config["runtime"], gpu_mem_limit=False),
+    )
+
+
+setup_logging(snakemake.log[0])
+run_guarded(main)

@@ -1,0 +1,92 @@
+"""Configuration: schema validation with defaults, typo warnings, and the checks a schema cannot say.
+
+Everything here runs when the Snakefile is parsed, so a bad value stops the run before any job
+with one line naming the key and the problem.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stereo3d.errors import BadConfig
+
+log = logging.getLogger(__name__)
+
+
+def load_schema(path: str | Path) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def validate_config(config: dict, schema: dict, source: str | Path = "config.yaml") -> tuple[dict, list[str]]:
+    """Return (validated config with defaults filled, warnings). Raises BadConfig on an invalid value."""
+    import jsonschema
+
+    config = coerce_strings(copy.deepcopy(config), schema)
+    fill_defaults(config, schema)
+    warnings = unknown_keys(config, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = ".".join(str(p) for p in first.absolute_path) or "(top level)"
+        raise BadConfig(source, f"{where}: {first.message}")
+    check_semantics(config, source)
+    return config, warnings
+
+
+def coerce_strings(value: Any, schema: dict) -> Any:
+    """Snakemake's ``--config key=value`` delivers strings: parse them as YAML where the schema wants
+    a number, boolean, list or object, so ``--config da3='{size: 280}'`` and ``demo=true`` work."""
+    wanted = schema.get("type")
+    if isinstance(value, str) and wanted in ("integer", "number", "boolean", "array", "object"):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value  # left as is; validation names the key
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {k: coerce_strings(v, props.get(k, {})) for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [coerce_strings(v, schema["items"]) for v in value]
+    return value
+
+
+def fill_defaults(config: dict, schema: dict) -> None:
+    for key, sub in schema.get("properties", {}).items():
+        if key not in config and "default" in sub:
+            config[key] = copy.deepcopy(sub["default"])
+        if isinstance(config.get(key), dict) and sub.get("properties"):
+            fill_defaults(config[key], sub)
+
+
+def unknown_keys(config: dict, schema: dict, prefix: str = "") -> list[str]:
+    """Warnings for keys the schema does not know, with the closest known key as a suggestion."""
+    known = schema.get("properties", {})
+    warnings = []
+    for key, value in config.items():
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+            warnings.append(f"unknown config key {prefix}{key} is ignored{hint}")
+        elif isinstance(value, dict) and known[key].get("properties"):
+            warnings.extend(unknown_keys(value, known[key], f"{prefix}{key}."))
+    return warnings
+
+
+def check_semantics(config: dict, source: str | Path) -> None:
+    """What JSON Schema cannot express."""
+    sizes = [("da3.size", config["da3"]["size"])]
+    sizes += [(f"export.da3_extra[{i}].size", e["size"]) for i, e in enumerate(config["export"]["da3_extra"])]
+    for key, size in sizes:
+        if size % 14:
+            suggestion = max(14, round(size / 14) * 14)
+            raise BadConfig(source, f"{key}: {size} is not a multiple of 14 (DA3's patch size); try {suggestion}")
+    near = config["near"]
+    if near["low_pct"] >= near["high_pct"]:
+        raise BadConfig(source, f"near.low_pct ({near['low_pct']}) must be below near.high_pct ({near['high_pct']})")

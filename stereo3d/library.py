@@ -1,0 +1,48 @@
+"""The video library: which files are videos, and a stable wildcard-safe id for each.
+
+Ids are what Snakemake sees in paths and wildcards, so they keep to ``[A-Za-z0-9._-]``. A name
+that is already safe is its own id (readable results); any other name is transliterated and gets
+a short hash of the original name, so two names never collapse into one id by accident.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from pathlib import Path
+
+from stereo3d.errors import BadConfig
+
+SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # the wildcard constraint matching SAFE
+
+
+def video_id(relative: str | Path) -> str:
+    """Stable id for a video given its path relative to the library folder (suffix dropped)."""
+    relative = Path(relative)
+    stem = relative.with_suffix("").as_posix().replace("/", "__")
+    if SAFE.fullmatch(stem) and "__" not in stem:
+        return stem
+    ascii_stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_stem).strip("._-") or "video"
+    digest = hashlib.sha1(relative.as_posix().encode()).hexdigest()[:6]
+    return f"{slug[:60]}-{digest}"
+
+
+def discover(folder: str | Path, extensions, recursive: bool = True) -> dict[str, Path]:
+    """Map id → path for every video in ``folder``; raises BadConfig on id collisions."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BadConfig(folder, "library folder not found (set library.folder in config.yaml)")
+    wanted = {e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions}
+    pattern = "**/*" if recursive else "*"
+    found: dict[str, Path] = {}
+    for path in sorted(folder.glob(pattern)):
+        if path.suffix.lower() not in wanted or path.is_dir() or path.name.startswith("."):
+            continue
+        vid = video_id(path.relative_to(folder))
+        if vid in found:
+            raise BadConfig(path, f"maps to the same id {vid!r} as {found[vid]}; rename one of them")
+        found[vid] = path
+    return found

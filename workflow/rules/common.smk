@@ -1,0 +1,167 @@
+# Configuration, library discovery and the small named functions the rules use.
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+from stereo3d.config import load_schema, validate_config
+from stereo3d.errors import StereoError
+from stereo3d.export.names import DA3_STEM, da3_onnx_name, da3_weights_folder
+from stereo3d.keys import LAYOUT_TAGS, keyed
+from stereo3d.library import ID_PATTERN, discover, video_id
+from stereo3d.samples import DEMO_CLIPS
+
+
+def _validated_config():
+    schema = load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+    checked, warnings = validate_config(config, schema)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    return checked
+
+
+try:
+    _checked = _validated_config()
+except StereoError as exc:
+    raise WorkflowError(str(exc)) from None
+config.clear()
+config.update(_checked)
+
+MODELS = config["paths"]["models"]
+WEIGHTS = config["paths"]["weights"]
+WORK = config["paths"]["work"]
+RESULTS = config["paths"]["results"]
+LOGS = config["paths"]["logs"]
+BENCH = config["paths"]["benchmarks"]
+DEMO = config["demo"]
+
+
+def _library():
+    """id → source path. The demo library is known by name before it is generated."""
+    folder = Path(config["library"]["folder"])
+    if DEMO:
+        return {video_id(name): folder / name for name in DEMO_CLIPS}
+    return discover(folder, config["library"]["extensions"], config["library"]["recursive"])
+
+
+try:
+    VIDEOS = _library()
+except StereoError as exc:
+    raise WorkflowError(str(exc)) from None
+
+
+wildcard_constraints:
+    video=ID_PATTERN,
+    stem=DA3_STEM,
+    dkey=r"da3_(small|base)_[0-9]+_(float|u8)_(letterbox|resize)",
+    nkey=r"[a-z0-9]+-[0-9a-f]{8}",
+    rkey=r"[a-z0-9_]+-[0-9a-f]{8}",
+    tag="|".join(LAYOUT_TAGS.values()),
+
+
+# --- per-video settings (one place where per-video overrides will plug in) -----------------
+def da3_settings(video):
+    return config["da3"]
+
+
+def near_settings(video):
+    """Everything that changes the near maps' bytes."""
+    return {**config["near"], **config["stabilise"]}
+
+
+def render_settings(video):
+    """Everything that changes the encoded stereo video's bytes."""
+    return {**config["render"], **config["encode"]}
+
+
+def depth_key(video):
+    s = da3_settings(video)
+    contract = "u8" if s["contract"] == "uint8" else "float"
+    return f"da3_{s['variant']}_{s['size']}_{contract}_{s['fit']}"
+
+
+def near_key(video):
+    return keyed(near_settings(video)["method"], near_settings(video))
+
+
+def render_key(video):
+    return keyed(render_settings(video)["layout"], render_settings(video))
+
+
+def _checked_settings(video, key, current_key, settings, what):
+    if key != current_key:
+        raise WorkflowError(
+            f"{video}: {what} key {key} is not the configured one ({current_key}); "
+            "request final outputs, not old intermediates"
+        )
+    return settings
+
+
+# --- paths ------------------------------------------------------------------------------------
+def get_source(wildcards):
+    return str(VIDEOS[wildcards.video])
+
+
+def depth_path(video):
+    return f"{WORK}/{video}/depth/{depth_key(video)}.maps"
+
+
+def near_path(video):
+    return f"{WORK}/{video}/near/{depth_key(video)}/{near_key(video)}.maps"
+
+
+def render_path(video):
+    return f"{WORK}/{video}/render/{depth_key(video)}/{near_key(video)}/{render_key(video)}.mkv"
+
+
+def final_path(video):
+    tag = LAYOUT_TAGS[render_settings(video)["layout"]]
+    return f"{RESULTS}/{video}/{video}{tag}.mp4"
+
+
+def get_final_outputs():
+    return [final_path(video) for video in sorted(VIDEOS)]
+
+
+def get_render_input(wildcards):
+    return render_path(wildcards.video)
+
+
+# --- models -----------------------------------------------------------------------------------
+def da3_weights(variant):
+    return f"{WEIGHTS}/DA3/{da3_weights_folder(variant)}/model.safetensors"
+
+
+def da3_model(variant, size, contract):
+    return f"{MODELS}/DA3/{da3_onnx_name(variant, int(size), contract)}"
+
+
+def get_da3_model(wildcards):
+    contract = "uint8" if wildcards.contract == "u8" else "float"
+    return da3_model(wildcards.variant, wildcards.size, contract)
+
+
+def get_export_outputs():
+    wanted = {(s["variant"], s["size"], s["contract"]) for s in map(da3_settings, VIDEOS)}
+    wanted |= {(e["variant"], e["size"], e["contract"]) for e in config["export"]["da3_extra"]}
+    if not VIDEOS and not wanted:
+        wanted.add((config["da3"]["variant"], config["da3"]["size"], config["da3"]["contract"]))
+    return [da3_model(*w) for w in sorted(wanted)]
+
+
+def _check_weights():
+    """Without the demo, the user's weights must be there: say so before any job runs."""
+    if DEMO:
+        return
+    variants = {s["variant"] for s in map(da3_settings, VIDEOS)}
+    variants |= {e["variant"] for e in config["export"]["da3_extra"]}
+    for variant in sorted(variants):
+        path = Path(da3_weights(variant))
+        if not path.is_file():
+            raise WorkflowError(
+                f"bad config: {path}: DA3 {variant} weights not found; place model.safetensors there "
+                "(see README: Using real weights) or run the demo with --configfile demo/config.yaml"
+            )
+
+
+_check_weights()

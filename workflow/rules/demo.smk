@@ -1,0 +1,40 @@
+# The self-contained demo: a generated sample library and seeded smoke weights.
+
+
+def get_demo_outputs(wildcards):
+    if not DEMO:
+        raise WorkflowError("the demo target needs the demo configuration: --configfile demo/config.yaml")
+    return get_final_outputs()
+
+
+# Every demo clip converted (run with --configfile demo/config.yaml).
+rule demo:
+    input:
+        get_demo_outputs,
+
+
+if DEMO:
+
+    # Seeded random DA3 weights in the real hub layout (only where no real file is placed).
+    rule smoke_da3_weights:
+        output:
+            f"{WEIGHTS}/DA3/{{folder}}/model.safetensors",
+        wildcard_constraints:
+            folder="Small|Base",
+        log:
+            f"{LOGS}/smoke_da3_weights/{{folder}}.log",
+        conda:
+            "../../envs/export.yaml"
+        script:
+            "../../scripts/smoke_weights.py"
+
+    # Short generated clips: moving content, one with an audio tone, one not 16:9.
+    rule demo_library:
+        output:
+            [str(path) for path in VIDEOS.values()],
+        log:
+            f"{LOGS}/demo_library.log",
+        conda:
+            "../../envs/runtime.yaml"
+        script:
+            "../../scripts/demo_library.py"
