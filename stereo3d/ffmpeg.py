@@ -1,0 +1,132 @@
+"""The one place that finds and runs the ffmpeg binary.
+
+Everything else in the package (probe, decode, encode, mux, sample clips) goes through here so that the binary
+choice, the argument conventions and the error wording are the same everywhere. File names only ever travel
+inside argument lists, never through a shell.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from stereo3d.errors import BadVideo
+
+# Options every invocation gets: no banner noise, never read the terminal (a pipeline may run in the
+# background, and ffmpeg reading stdin would steal a rawvideo pipe), no progress lines in logs.
+COMMON_ARGS = ("-hide_banner", "-nostdin", "-nostats")
+
+# Lines ffmpeg prints after the real cause; they say only that something failed.
+_GENERIC = re.compile(
+    r"^(conversion failed!?|exiting with exit code.*|error opening (input|output) files?.*"
+    r"|error while (filtering|decoding|encoding).*|terminating thread.*|task finished with error code.*"
+    r"|error selecting an encoder|nothing was written.*)$",
+    re.IGNORECASE,
+)
+_CONTEXT_PREFIX = re.compile(r"^(\[[^\]]*@ 0x[0-9a-f]+\]\s*)+", re.IGNORECASE)
+_PROGRESS = re.compile(r"^(frame=|size=|video:|\s*\[?[a-z0-9_]+ @ 0x[0-9a-f]+\]?\s*$)", re.IGNORECASE)
+_ERRORISH = re.compile(r"error|invalid|fail|unable|cannot|could not|not supported|no such|unknown", re.IGNORECASE)
+
+
+def ffmpeg_exe() -> str:
+    """The ffmpeg binary: ``$STEREO3D_FFMPEG`` when set (a system or NVENC build), else imageio-ffmpeg's."""
+    override = os.environ.get("STEREO3D_FFMPEG")
+    if override:
+        return override
+    return _bundled_ffmpeg()
+
+
+def run_ffmpeg(
+    args: list[str],
+    path_for_errors: str | Path | None,
+    what: str,
+    *,
+    check: bool = True,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
+    """Run ffmpeg with ``args`` (after the common options) and capture stdout and stderr as bytes.
+
+    On a non-zero exit (when ``check``) raise ``BadVideo(path_for_errors, "<what>: <ffmpeg's cause>")``.
+    """
+    cmd = ffmpeg_command(args)
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
+    except FileNotFoundError as exc:
+        raise BadVideo(path_for_errors, f"{what}: ffmpeg binary not found ({cmd[0]})") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise BadVideo(path_for_errors, f"{what}: ffmpeg did not finish within {timeout} s") from exc
+    if check and proc.returncode != 0:
+        raise BadVideo(path_for_errors, f"{what}: {last_error_line(proc.stderr)}")
+    return proc
+
+
+def ffmpeg_command(args: list[str]) -> list[str]:
+    """The full argument list for ``args``: binary first, then the common options."""
+    return [ffmpeg_exe(), *COMMON_ARGS, *[os.fspath(a) for a in args]]
+
+
+def ffmpeg_url(path: str | Path) -> str:
+    """A file name as ffmpeg must see it to take it literally.
+
+    The ``file:`` protocol keeps names such as ``-x.mp4`` from reading as options and ``a:b.mp4`` from reading
+    as a protocol; an absolute path keeps the result independent of ffmpeg's working directory.
+    """
+    return "file:" + os.fspath(Path(path).absolute())
+
+
+def last_error_line(stderr: bytes | str) -> str:
+    """The most telling line of ffmpeg's stderr: the last one that names a cause, without log prefixes."""
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    lines = []
+    for raw in text.replace("\r", "\n").splitlines():
+        line = _CONTEXT_PREFIX.sub("", raw.strip()).strip()
+        if line and not _PROGRESS.match(line):
+            lines.append(line)
+    specific = [ln for ln in lines if not _GENERIC.match(ln)]
+    for pool in (
+        [ln for ln in specific if _ERRORISH.search(ln)],
+        specific,
+        lines,
+    ):
+        if pool:
+            line = pool[-1]
+            return line if len(line) <= 300 else line[:297] + "..."
+    return "ffmpeg failed without a message"
+
+
+@functools.lru_cache(maxsize=1)
+def pix_fmt_bit_depths() -> dict[str, int]:
+    """Bits per component of every pixel format this ffmpeg knows (from ``ffmpeg -pix_fmts``)."""
+    proc = run_ffmpeg(["-pix_fmts"], None, "listing pixel formats")
+    depths: dict[str, int] = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        parts = line.split()
+        if len(parts) == 5 and re.fullmatch(r"[\d-]+", parts[4]) and parts[4][0].isdigit():
+            depths[parts[1]] = max(int(d) for d in parts[4].split("-"))
+    return depths
+
+
+@functools.lru_cache(maxsize=1)
+def channel_layouts() -> dict[str, int]:
+    """Channel count of every standard layout name this ffmpeg knows (from ``ffmpeg -layouts``)."""
+    proc = run_ffmpeg(["-layouts"], None, "listing channel layouts")
+    layouts: dict[str, int] = {}
+    in_standard = False
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        if line.startswith("Standard channel layouts"):
+            in_standard = True
+            continue
+        parts = line.split()
+        if in_standard and len(parts) == 2 and parts[0] != "NAME":
+            layouts[parts[0]] = parts[1].count("+") + 1
+    return layouts
+
+
+def _bundled_ffmpeg() -> str:
+    # Imported lazily so that a configured system ffmpeg works without imageio-ffmpeg installed.
+    import imageio_ffmpeg
+
+    return imageio_ffmpeg.get_ffmpeg_exe()

@@ -1,0 +1,571 @@
+"""Video I/O through ffmpeg pipes: frame-exact streaming decode, pipelined encode, final mux with the source.
+
+Decoding and encoding run in ffmpeg processes fed or drained by a background thread through a bounded queue,
+so ffmpeg works while the caller runs inference, and memory holds only ``prefetch`` frames, never a video.
+Frames are RGB ``uint8`` arrays ``[H, W, 3]`` in display orientation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import logging
+import queue
+import re
+import subprocess
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from stereo3d.atomic import atomic_output
+from stereo3d.errors import BadVideo
+from stereo3d.ffmpeg import ffmpeg_command, ffmpeg_url, last_error_line, run_ffmpeg
+
+log = logging.getLogger(__name__)
+
+CONTAINERS = {".mkv": "matroska", ".mp4": "mp4", ".mov": "mov", ".m4v": "mp4"}
+
+# What an .mp4 may carry as is; other audio is re-encoded (AAC), other subtitles converted or left out.
+MP4_AUDIO = frozenset({"aac", "mp3", "ac3", "eac3", "opus", "flac", "alac", "mp2", "dts"})
+TEXT_SUBTITLES = frozenset({"subrip", "srt", "ass", "ssa", "webvtt", "mov_text", "text"})
+MP4_BITMAP_SUBTITLES = frozenset({"dvd_subtitle"})
+
+_SHOWINFO = re.compile(r"Parsed_showinfo.*\bn:\s*\d+\s+pts:\s*(-?\d+)")
+_PROBLEM = re.compile(r"error|invalid|fail|corrupt|missing|truncat|unable|cannot", re.IGNORECASE)
+_END = object()  # queue sentinel: no more frames
+_POLL_S = 0.1  # how often a blocked queue operation looks whether the other side gave up
+
+
+class FrameReader:
+    """Stream frames ``[start, start + count)`` (presentation order) of a probed video as RGB uint8 arrays.
+
+    ``probe`` is ``probe_video``'s result for ``path``. ``size=(width, height)`` lets ffmpeg scale (area
+    averaging when shrinking, bicubic when enlarging); otherwise frames have the display size (rotation
+    applied). Use as a context manager; leaving early stops ffmpeg. Raises ``BadVideo`` when ffmpeg fails or
+    delivers fewer frames than promised.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        probe: dict,
+        start: int = 0,
+        count: int | None = None,
+        size: tuple[int, int] | None = None,
+        prefetch: int = 8,
+    ):
+        self.path = Path(path)
+        video = probe["video"]
+        total = video["frame_count"]
+        if count is None:
+            count = total - start
+        if not (0 <= start <= total and 0 <= count and start + count <= total):
+            raise ValueError(f"frames [{start}, {start + count}) are outside the video's {total} frames")
+        self.start, self.count = start, count
+        self.width, self.height = size if size is not None else (video["display_width"], video["display_height"])
+        if self.width <= 0 or self.height <= 0:
+            raise ValueError(f"frame size must be positive, not {self.width}x{self.height}")
+        self._frame_bytes = self.width * self.height * 3
+        self._probe = probe
+        self._args = _decode_args(self.path, probe, start, count, size, video)
+        self._pts: list[int] = []
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
+        self._stop = threading.Event()
+        self._stderr: collections.deque[str] = collections.deque(maxlen=40)
+        self._error: BaseException | None = None
+        self._delivered = 0
+        self._proc: subprocess.Popen | None = None
+        self._threads: list[threading.Thread] = []
+        self._finished = False
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __enter__(self) -> FrameReader:
+        self._ensure_started()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        self._ensure_started()
+        return self
+
+    def __next__(self) -> np.ndarray:
+        if self._finished:
+            raise StopIteration
+        self._ensure_started()
+        item = self._queue.get()
+        if item is _END:
+            self._finish()
+            raise StopIteration
+        self._delivered += 1
+        return item
+
+    def close(self) -> None:
+        """Stop ffmpeg (if still running) and the reader thread; safe to call twice."""
+        self._finished = True
+        self._stop.set()
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        self._join()
+
+    def _ensure_started(self) -> None:
+        if self._proc is not None or self._finished:
+            return
+        if self.count == 0:
+            self._queue.put(_END)
+            return
+        self._proc = subprocess.Popen(
+            ffmpeg_command(self._args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self._threads = [
+            threading.Thread(target=self._pump_frames, name="frame-reader", daemon=True),
+            threading.Thread(target=_drain_decoder_log, args=(self._proc.stderr, self._stderr, self._pts), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _pump_frames(self) -> None:
+        stdout = self._proc.stdout
+        try:
+            while not self._stop.is_set():
+                frame = np.empty((self.height, self.width, 3), dtype=np.uint8)
+                got = _read_into(stdout, memoryview(frame).cast("B"))
+                if got == 0:
+                    break
+                if got < self._frame_bytes:
+                    raise BadVideo(
+                        self.path, f"decoding: ffmpeg stopped mid-frame ({got} of {self._frame_bytes} bytes)"
+                    )
+                if not self._put(frame):
+                    return
+        except BaseException as exc:  # handed to the consumer thread, which raises it
+            self._error = exc
+        self._put(_END)
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _finish(self) -> None:
+        self._finished = True
+        if self._proc is None:
+            return
+        returncode = self._proc.wait()
+        self._join()
+        span = f"frames {self.start}..{self.start + self.count - 1}"
+        if self._error is not None:
+            if isinstance(self._error, BadVideo):
+                raise self._error
+            raise BadVideo(self.path, f"decoding {span}: {self._error}") from self._error
+        if returncode != 0:
+            raise BadVideo(self.path, f"decoding {span}: {last_error_line(chr(10).join(self._stderr))}")
+        if self._delivered != self.count:
+            # At info level ffmpeg's log is mostly the stream layout; only a line naming a problem helps here.
+            problems = [line for line in self._stderr if _PROBLEM.search(line)]
+            detail = f" (ffmpeg: {last_error_line(chr(10).join(problems))})" if problems else ""
+            raise BadVideo(self.path, f"decoding {span}: got {self._delivered} of {self.count} frames{detail}")
+        self._check_timestamps(span)
+
+    def _check_timestamps(self, span: str) -> None:
+        """Every delivered frame must be the frame the probe lists at that place, or the segment is wrong."""
+        if not self._pts:
+            log.warning("%s: %s: ffmpeg reported no frame timestamps; frame positions not verified", self.path, span)
+            return
+        expected, tb = _expected_ticks(self._probe, self.start, self.count)
+        for n, (got, want) in enumerate(zip(self._pts, expected, strict=False)):
+            if abs(got - want) > 1:
+                raise BadVideo(
+                    self.path,
+                    f"decoding {span}: frame {self.start + n} came out at {float(got * tb):.6f} s instead of "
+                    f"{float(want * tb):.6f} s (the file does not seek exactly)",
+                )
+        # showinfo may see a frame or two more than -frames:v lets out; fewer means some went unreported.
+        if len(self._pts) < len(expected):
+            raise BadVideo(self.path, f"decoding {span}: {len(self._pts)} timestamps for {len(expected)} frames")
+
+    def _join(self) -> None:
+        # Unblock a reader waiting on a full queue, then reap ffmpeg so no zombie is left behind.
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self._proc is not None:
+            self._proc.wait()
+            for stream in (self._proc.stdout, self._proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+def read_batches(reader: Iterable[np.ndarray], n: int) -> Iterator[np.ndarray]:
+    """Group frames into arrays ``[B, H, W, 3]`` of ``n`` frames (the last batch may be shorter)."""
+    if n < 1:
+        raise ValueError(f"batch size must be at least 1, not {n}")
+    batch: list[np.ndarray] = []
+    for frame in reader:
+        batch.append(frame)
+        if len(batch) == n:
+            yield np.stack(batch)
+            batch = []
+    if batch:
+        yield np.stack(batch)
+
+
+class VideoEncoder:
+    """Encode RGB uint8 frames ``[height, width, 3]`` into a video-only ``out_path`` (.mkv, .mp4 or .mov).
+
+    ``write(frame)`` queues a copy of the frame; a background thread feeds ffmpeg, so encoding overlaps the
+    producer. The file appears under its name only on a clean exit; on an exception ffmpeg is killed and
+    nothing is left. Timestamps are constant-rate at ``fps_fraction`` (e.g. "24000/1001"). RGB is converted
+    with the BT.709 matrix (limited range) and tagged so, which is what players assume for HD and larger.
+    """
+
+    def __init__(
+        self,
+        out_path: str | Path,
+        width: int,
+        height: int,
+        fps_fraction: str,
+        codec: str = "libx264",
+        crf: int = 18,
+        preset: str = "medium",
+        pix_fmt: str = "yuv420p",
+        extra_args: Sequence[str] = (),
+        prefetch: int = 8,
+        pts_s: Sequence[float] | None = None,
+    ):
+        self.out_path = Path(out_path)
+        if self.out_path.suffix.lower() not in CONTAINERS:
+            raise ValueError(f"{self.out_path}: output must end in one of {', '.join(CONTAINERS)}")
+        if width <= 0 or height <= 0:
+            raise ValueError(f"frame size must be positive, not {width}x{height}")
+        if pts_s is not None:
+            # The seam for variable frame rate output: per-frame timestamps will be applied here (e.g. by a
+            # timestamp remux after encoding). Until then refuse rather than silently write constant rate.
+            raise NotImplementedError("VideoEncoder: per-frame timestamps (pts_s) are not supported yet")
+        self.width, self.height = width, height
+        self.fps = Fraction(fps_fraction)
+        self.frames_written = 0
+        self._encode = _encode_args(codec, crf, preset, pix_fmt, self.out_path.suffix.lower(), extra_args)
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
+        self._stderr: collections.deque[str] = collections.deque(maxlen=40)
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._atomic = None
+        self._proc: subprocess.Popen | None = None
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> VideoEncoder:
+        self._atomic = atomic_output(self.out_path)
+        tmp = self._atomic.__enter__()
+        args = [
+            "-loglevel", "error",
+            "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{self.width}x{self.height}",
+            "-framerate", f"{self.fps.numerator}/{self.fps.denominator}", "-i", "pipe:0",
+            "-map", "0:v", *self._encode,
+            "-f", CONTAINERS[self.out_path.suffix.lower()], "-y", ffmpeg_url(tmp),
+        ]  # fmt: skip
+        try:
+            self._proc = subprocess.Popen(
+                ffmpeg_command(args), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+        except BaseException as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._threads = [
+            threading.Thread(target=self._feed, name="video-encoder", daemon=True),
+            threading.Thread(target=_drain_lines, args=(self._proc.stderr, self._stderr), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def write(self, frame: np.ndarray) -> None:
+        """Queue one RGB uint8 frame ``[height, width, 3]``; blocks while ``prefetch`` frames are pending."""
+        if self._proc is None:
+            raise RuntimeError("VideoEncoder.write() outside its `with` block")
+        if frame.dtype != np.uint8 or frame.shape != (self.height, self.width, 3):
+            raise ValueError(
+                f"{self.out_path}: frame must be uint8 [{self.height}, {self.width}, 3], "
+                f"got {frame.dtype} {frame.shape}"
+            )
+        # A copy: the caller may reuse its buffer while this frame still waits in the queue.
+        item = np.array(frame, dtype=np.uint8, order="C", copy=True)
+        while True:
+            self._raise_if_failed()
+            try:
+                self._queue.put(item, timeout=_POLL_S)
+                break
+            except queue.Full:
+                continue
+        self.frames_written += 1
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            try:
+                self._finish()
+            except BaseException as failure:
+                self._abort()
+                self._atomic.__exit__(type(failure), failure, failure.__traceback__)
+                raise
+            self._atomic.__exit__(None, None, None)
+        else:
+            self._abort()
+            self._atomic.__exit__(exc_type, exc, tb)
+
+    def _feed(self) -> None:
+        stdin = self._proc.stdin
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _END or self._stop.is_set():
+                    break
+                stdin.write(memoryview(item).cast("B"))
+        except BaseException as exc:  # BrokenPipeError when ffmpeg died; the reason is on its stderr
+            self._error = exc
+            self._stop.set()
+        finally:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None or (self._proc is not None and self._proc.poll() not in (None, 0)):
+            self._proc.wait()
+            for thread in self._threads:
+                thread.join(timeout=10)
+            raise BadVideo(self.out_path, f"encoding: {last_error_line(chr(10).join(self._stderr))}")
+
+    def _finish(self) -> None:
+        if self.frames_written == 0:
+            raise BadVideo(self.out_path, "encoding: no frames were written")
+        while True:
+            self._raise_if_failed()
+            try:
+                self._queue.put(_END, timeout=_POLL_S)
+                break
+            except queue.Full:
+                continue
+        self._threads[0].join()
+        returncode = self._proc.wait()
+        self._threads[1].join(timeout=10)
+        if self._error is not None or returncode != 0:
+            raise BadVideo(self.out_path, f"encoding: {last_error_line(chr(10).join(self._stderr))}")
+
+    def _abort(self) -> None:
+        self._stop.set()
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            while True:  # let a feeder blocked on get() see the stop
+                try:
+                    self._queue.put_nowait(_END)
+                    break
+                except queue.Full:
+                    try:
+                        self._queue.get_nowait()
+                    except queue.Empty:
+                        pass
+            self._proc.wait()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+
+def mux_with_source(
+    video_only: str | Path,
+    source: str | Path,
+    out_path: str | Path,
+    probe: dict,
+    extra_args: Sequence[str] = (),
+) -> Path:
+    """Write ``out_path``: the video stream of ``video_only`` plus every audio stream, the subtitles, chapters
+    and global metadata of ``source`` (``probe`` is the source's probe). Streams are copied; where the
+    container cannot hold one (.mp4: text subtitles become mov_text, unsupported audio becomes AAC, bitmap
+    subtitles other than DVD are left out with a warning). ``extra_args`` go before the output (stereo
+    metadata, tags). Written atomically; ``-movflags +faststart`` for .mp4/.mov.
+    """
+    out_path = Path(out_path)
+    suffix = out_path.suffix.lower()
+    if suffix not in CONTAINERS:
+        raise ValueError(f"{out_path}: output must end in one of {', '.join(CONTAINERS)}")
+    mp4_like = CONTAINERS[suffix] in ("mp4", "mov")
+    if not Path(video_only).is_file():
+        raise BadVideo(video_only, "encoded video to mux not found")
+    args = ["-loglevel", "error"]
+    # The encoded video starts at 0; where the source's first frame came after the container start (audio
+    # first), shift the video by the same amount so the A/V offset of the source is kept.
+    offset = float(probe["video"].get("start_pts_s", 0.0))
+    if abs(offset) > 1e-6:
+        args += ["-itsoffset", f"{offset:.6f}"]
+    args += ["-i", ffmpeg_url(video_only), "-i", ffmpeg_url(source), "-map", "0:v:0"]
+    codecs = ["-c", "copy"]
+    for n, audio in enumerate(probe.get("audio", [])):
+        args += ["-map", f"1:{audio['index']}"]
+        if mp4_like and audio.get("title"):
+            # mp4 players show the handler name as the track title.
+            codecs += [f"-metadata:s:a:{n}", f"handler_name={audio['title']}", f"-metadata:s:a:{n}", "title="]
+        if mp4_like and audio["codec"] not in MP4_AUDIO:
+            log.warning("%s: audio stream #%d (%s) cannot go into %s as is; re-encoding it to AAC",
+                        source, audio["index"], audio["codec"], suffix)  # fmt: skip
+            codecs += [f"-c:a:{n}", "aac", f"-b:a:{n}", "256k"]
+    kept = 0
+    for sub in probe.get("subtitles", []):
+        codec = sub["codec"]
+        if mp4_like:
+            if codec in TEXT_SUBTITLES:
+                target = "mov_text"
+            elif codec in MP4_BITMAP_SUBTITLES:
+                target = "copy"
+            else:
+                log.warning(
+                    "%s: subtitle stream #%d (%s) cannot go into %s; left out", source, sub["index"], codec, suffix
+                )
+                continue
+        else:
+            target = "srt" if codec == "mov_text" else "copy"
+        args += ["-map", f"1:{sub['index']}"]
+        codecs += [f"-c:s:{kept}", target]
+        if mp4_like and sub.get("title"):
+            codecs += [f"-metadata:s:s:{kept}", f"handler_name={sub['title']}", f"-metadata:s:s:{kept}", "title="]
+        kept += 1
+    if not mp4_like:
+        args += ["-map", "1:t?"]  # fonts and other attachments that styled subtitles rely on
+    args += ["-map_chapters", "1", "-map_metadata", "1", *codecs]
+    if mp4_like:
+        args += ["-movflags", "+faststart"]
+        if _stream_codec(video_only) == "hevc":
+            args += ["-tag:v", "hvc1"]  # Apple and many VR players only play HEVC tagged hvc1 in mp4
+    args += [str(a) for a in extra_args]
+    with atomic_output(out_path) as tmp:
+        run_ffmpeg([*args, "-f", CONTAINERS[suffix], "-y", ffmpeg_url(tmp)], source, f"muxing into {out_path.name}")
+    return out_path
+
+
+def _decode_args(path: Path, probe: dict, start: int, count: int, size, video: dict) -> list[str]:
+    # -copyts keeps the file's own timestamps, so frames are picked by the exact times the probe recorded;
+    # showinfo reports each delivered frame's timestamp, which the reader checks against the probe.
+    args = ["-loglevel", "info", "-copyts"]
+    filters = []
+    if start > 0:
+        pts, offset = probe["frame_pts_s"], float(video.get("pts_offset_s", video.get("start_pts_s", 0.0)))
+        key = _keyframe_at_or_before(video.get("keyframes") or [0], start)
+        if key > 0:
+            key_s = offset + pts[key]
+            if _has_index(probe.get("container", "")):
+                # The demuxer's index lands on the last key frame at or before the target: aim just past it.
+                after = pts[key + 1] - pts[key] if key + 1 < len(pts) else 0.004
+                seek_s = key_s + min(after / 4, 0.001)
+            else:
+                # No index (MPEG-TS, PS): the search lands near the target on any packet; start well before
+                # the key frame so decoding begins at it (undecodable packets before it are dropped).
+                seek_s = key_s - 2.0
+            seek_s -= float(probe.get("start_s") or 0.0)  # -ss counts from the container start
+            if seek_s > 0:
+                args += ["-noaccurate_seek", "-ss", f"{seek_s:.6f}"]
+        # Half-way between the previous frame and the first wanted one: rounding cannot tip either.
+        filters.append(f"select='gte(t\\,{offset + (pts[start - 1] + pts[start]) / 2:.9f})'")
+    args += ["-i", ffmpeg_url(path), "-map", f"0:{video['index']}", "-an", "-sn", "-dn"]
+    # passthrough: one output frame per decoded frame, whatever the timestamps (VFR must not be evened out).
+    args += ["-fps_mode", "passthrough", "-frames:v", str(count)]
+    filters.append("showinfo=checksum=0")
+    if size is not None:
+        shrink = size[0] * size[1] <= video["display_width"] * video["display_height"]
+        filters.append(f"scale={size[0]}:{size[1]}:flags={'area' if shrink else 'bicubic'}")
+    filters.append("format=rgb24")
+    return [*args, "-vf", ",".join(filters), "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"]
+
+
+def _keyframe_at_or_before(keyframes: list[int], index: int) -> int:
+    at = bisect.bisect_right(keyframes, index) - 1
+    return keyframes[at] if at >= 0 else 0
+
+
+def _has_index(container: str) -> bool:
+    """Whether the demuxer seeks through an index of key frames (lands exactly) rather than by searching."""
+    return any(name in container.split(",") for name in ("mov", "mp4", "matroska", "webm", "avi"))
+
+
+def _expected_ticks(probe: dict, start: int, count: int) -> tuple[list[int], Fraction]:
+    video = probe["video"]
+    tb = Fraction(video["time_base"])
+    first = round(Fraction(video.get("pts_offset_s", 0.0)) / tb)
+    pts = probe["frame_pts_s"][start : start + count]
+    return [first + round(Fraction(t) / tb) for t in pts], tb
+
+
+def _drain_decoder_log(stream, sink: collections.deque, pts: list[int]) -> None:
+    """Collect showinfo's frame timestamps apart from the rest of ffmpeg's log."""
+    try:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip()
+            m = _SHOWINFO.search(line)
+            if m:
+                pts.append(int(m.group(1)))
+            elif "Parsed_showinfo" not in line:
+                sink.append(line)
+    except (OSError, ValueError):
+        pass
+
+
+def _encode_args(codec: str, crf: int, preset: str, pix_fmt: str, suffix: str, extra: Sequence[str]) -> list[str]:
+    args = [
+        "-vf", "scale=out_color_matrix=bt709:out_range=tv",
+        "-c:v", codec, "-pix_fmt", pix_fmt,
+        "-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709", "-color_range", "tv",
+    ]  # fmt: skip
+    if codec in ("libx264", "libx265", "libsvtav1", "libaom-av1", "libvpx-vp9"):
+        args += ["-crf", str(crf)]
+    elif codec.endswith(("_nvenc", "_qsv", "_amf")):
+        args += ["-rc", "vbr", "-cq", str(crf), "-b:v", "0"]
+    if codec in ("libx264", "libx265") or codec.endswith("_nvenc"):
+        args += ["-preset", preset]
+    if codec == "libx265":
+        args += ["-x265-params", "log-level=error"]
+    if suffix in (".mp4", ".mov", ".m4v") and codec in ("libx265", "hevc_nvenc"):
+        args += ["-tag:v", "hvc1"]
+    return [*args, *[str(a) for a in extra]]
+
+
+def _stream_codec(path: str | Path) -> str | None:
+    proc = run_ffmpeg(["-i", ffmpeg_url(path)], path, "reading the encoded video", check=False)
+    for line in proc.stderr.decode("utf-8", "replace").splitlines():
+        if "Video:" in line:
+            return line.split("Video:", 1)[1].split()[0].rstrip(",")
+    return None
+
+
+def _read_into(stream, view: memoryview) -> int:
+    """Fill ``view`` from ``stream``; returns the bytes read (less only at end of stream)."""
+    got = 0
+    while got < len(view):
+        n = stream.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
+def _drain_lines(stream, sink: collections.deque) -> None:
+    # ffmpeg blocks when its stderr pipe fills, so someone must always be reading it.
+    try:
+        for raw in iter(stream.readline, b""):
+            sink.append(raw.decode("utf-8", "replace").rstrip())
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,204 @@
+"""probe_video: exact facts from the ffmpeg binary alone, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from stereo3d import ffmpeg
+from stereo3d.errors import BadVideo
+from stereo3d.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.probe import probe_video
+
+HOSTILE_NAME = "my clip; $(touch pwned) `x` 'quote' \"dq\" & ünïcødé 視頻 -x.mp4"
+
+
+def test_probe_reports_exact_frames_fps_size_and_streams(make_clip):
+    info = probe_video(make_clip("a.mp4", frames=30, fps="24", audio=True, subtitles=True))
+    video = info["video"]
+    assert (video["width"], video["height"]) == (160, 90)
+    assert (video["display_width"], video["display_height"]) == (160, 90)
+    assert video["frame_count"] == 30
+    assert video["fps_fraction"] == "24/1" and video["fps"] == 24.0
+    assert video["vfr"] is False
+    assert video["codec"] == "h264" and video["pix_fmt"] == "yuv420p" and video["bit_depth"] == 8
+    assert video["rotation"] == 0 and video["sar"] == "1:1"
+    assert info["frame_pts_s"] == pytest.approx([i / 24 for i in range(30)], abs=1e-9)
+    assert info["duration_s"] == pytest.approx(30 / 24, abs=0.02)
+    assert [(a["codec"], a["channels"], a["sample_rate"], a["language"]) for a in info["audio"]] == [
+        ("aac", 2, 48000, "eng")
+    ]
+    assert [(s["codec"], s["language"], s["title"]) for s in info["subtitles"]] == [("mov_text", "eng", "English cues")]
+    assert info["attachments"] == 0 and info["chapters"] == 0
+    assert info["bytes"] == os.path.getsize(info["path"])
+
+
+def test_probe_result_is_json_serialisable(make_clip):
+    info = probe_video(make_clip(audio=True))
+    assert json.loads(json.dumps(info)) == info
+
+
+def test_probe_without_audio_or_subtitles_lists_none(make_clip):
+    info = probe_video(make_clip())
+    assert info["audio"] == [] and info["subtitles"] == []
+
+
+@pytest.mark.parametrize("name", ["ntsc.mp4", "ntsc.mkv"])
+def test_ntsc_rate_is_the_exact_fraction_even_through_millisecond_timestamps(make_clip, name):
+    info = probe_video(make_clip(name, frames=48, fps="24000/1001"))
+    assert info["video"]["fps_fraction"] == "24000/1001"
+    assert info["video"]["frame_count"] == 48
+    assert info["video"]["vfr"] is False
+
+
+def test_matroska_subtitles_are_listed_with_title(make_clip):
+    info = probe_video(make_clip("subs.mkv", subtitles=True, audio=True))
+    assert [(s["codec"], s["language"], s["title"]) for s in info["subtitles"]] == [("subrip", "eng", "English cues")]
+    assert info["video"]["time_base"] == "1/1000"
+
+
+def test_variable_frame_rate_is_detected_with_exact_timestamps(make_clip):
+    info = probe_video(make_clip("vfr.mp4", frames=24, fps="24", vfr=True))
+    assert info["video"]["vfr"] is True
+    assert info["video"]["frame_count"] == 24
+    expected = [(n + n // 3) / 24 for n in range(24)]  # every third interval is doubled
+    assert info["frame_pts_s"] == pytest.approx(expected, abs=1e-9)
+    # Average rate: 23 intervals over the span of the timestamps.
+    assert info["video"]["fps"] == pytest.approx(23 / expected[-1], rel=1e-6)
+
+
+def test_rotated_clip_swaps_display_dimensions(make_clip):
+    video = probe_video(make_clip("rot.mp4", rotation=90))["video"]
+    assert video["rotation"] == 90
+    assert (video["width"], video["height"]) == (160, 90)
+    assert (video["display_width"], video["display_height"]) == (90, 160)
+
+
+def test_upside_down_clip_keeps_dimensions(make_clip):
+    video = probe_video(make_clip("flip.mp4", rotation=180))["video"]
+    assert video["rotation"] == 180
+    assert (video["display_width"], video["display_height"]) == (160, 90)
+
+
+def test_ten_bit_clip_reports_depth_and_colour_tags(make_clip):
+    path = make_clip(
+        "hdr.mkv",
+        pix_fmt="yuv420p10le",
+        extra=("-vf", "setparams=color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc:range=tv"),
+    )
+    video = probe_video(path)["video"]
+    assert video["bit_depth"] == 10 and video["pix_fmt"] == "yuv420p10le" and video["color_range"] == "tv"
+    assert (video["color_space"], video["color_primaries"], video["color_transfer"]) == (
+        "bt2020nc",
+        "bt2020",
+        "smpte2084",
+    )
+
+
+def test_hostile_file_name_is_taken_literally(make_clip, tmp_path):
+    path = make_clip(HOSTILE_NAME, frames=5)
+    info = probe_video(path)
+    assert info["video"]["frame_count"] == 5
+    assert info["path"] == str(path)
+    assert not (tmp_path / "pwned").exists()
+
+
+# --- bad inputs: one BadVideo naming the file and the cause -------------------------------------------------
+
+
+def _empty(tmp_path, make_clip):
+    path = tmp_path / "empty.mp4"
+    path.write_bytes(b"")
+    return path, "empty"
+
+
+def _text(tmp_path, make_clip):
+    path = tmp_path / "notes.mp4"
+    path.write_text("this is a shopping list, not a film\n" * 20)
+    return path, "not a readable media file"
+
+
+def _audio_only(tmp_path, make_clip):
+    path = tmp_path / "tone.m4a"
+    run_ffmpeg(["-f", "lavfi", "-i", "sine=duration=0.5", "-c:a", "aac", ffmpeg_url(path)], path, "test setup")
+    return path, "no video stream"
+
+
+def _missing(tmp_path, make_clip):
+    return tmp_path / "nowhere.mp4", "not found"
+
+
+def _folder(tmp_path, make_clip):
+    path = tmp_path / "folder.mp4"
+    path.mkdir()
+    return path, "folder"
+
+
+def _broken_link(tmp_path, make_clip):
+    path = tmp_path / "link.mp4"
+    path.symlink_to(tmp_path / "gone.mp4")
+    return path, "broken symbolic link"
+
+
+def _no_frames(tmp_path, make_clip):
+    # A video track whose packets were all dropped, beside a normal audio track.
+    path = tmp_path / "noframes.mkv"
+    run_ffmpeg(
+        [
+            "-f", "lavfi", "-i", "testsrc2=size=160x90:duration=1", "-f", "lavfi", "-i", "sine=duration=1",
+            "-map", "0:v", "-map", "1:a", "-c:v", "libx264", "-c:a", "aac", "-bsf:v", "noise=drop=1",
+            ffmpeg_url(path),
+        ],
+        path,
+        "test setup",
+    )  # fmt: skip
+    return path, "no frames"
+
+
+def _undecodable(tmp_path, make_clip):
+    # Every packet's payload scrambled: the container is fine, the pictures are not.
+    path = tmp_path / "scrambled.mkv"
+    run_ffmpeg(
+        ["-f", "lavfi", "-i", "testsrc2=size=160x90:duration=1", "-c:v", "ffv1", "-bsf:v", "noise=amount=-1",
+         ffmpeg_url(path)],
+        path,
+        "test setup",
+    )  # fmt: skip
+    return path, "does not decode"
+
+
+def _truncated(tmp_path, make_clip):
+    whole = make_clip("whole.mp4", frames=24)
+    path = tmp_path / "truncated.mp4"
+    path.write_bytes(whole.read_bytes()[: whole.stat().st_size // 3])
+    return path, ""
+
+
+@pytest.mark.parametrize(
+    "make_bad", [_empty, _text, _audio_only, _missing, _folder, _broken_link, _no_frames, _undecodable, _truncated]
+)
+def test_bad_input_raises_bad_video_naming_the_file(tmp_path, make_clip, make_bad):
+    path, cause = make_bad(tmp_path, make_clip)
+    with pytest.raises(BadVideo) as caught:
+        probe_video(path)
+    message = str(caught.value)
+    assert caught.value.path == path
+    assert str(path) in message and cause in message
+    assert "\n" not in message
+
+
+def test_ffmpeg_failure_names_file_and_cause(tmp_path):
+    target = tmp_path / "x.mp4"
+    with pytest.raises(BadVideo) as caught:
+        run_ffmpeg(["-i", ffmpeg_url(tmp_path / "absent.mp4"), ffmpeg_url(target)], target, "converting")
+    assert str(target) in str(caught.value)
+    assert "converting: " in str(caught.value) and "No such file" in str(caught.value)
+
+
+def test_ffmpeg_binary_can_be_overridden(monkeypatch):
+    monkeypatch.setenv("STEREO3D_FFMPEG", "/opt/ffmpeg-nvenc/bin/ffmpeg")
+    assert ffmpeg.ffmpeg_exe() == "/opt/ffmpeg-nvenc/bin/ffmpeg"
+    monkeypatch.delenv("STEREO3D_FFMPEG")
+    assert os.path.basename(ffmpeg.ffmpeg_exe()).startswith("ffmpeg")
