@@ -1,4 +1,10 @@
-"""The render + encode stage: frames and near maps → stereo frames → an encoded video-only file."""
+"""The render + encode stage: frames and near maps → stereo frames in a layout → an encoded video-only file.
+
+The encoded file carries what players need to recognise the packing (Matroska ``StereoMode``, or the H.264
+frame-packing SEI; see ``stereo3d.layouts``), the source's timestamps (variable frame rate kept), and the source's
+bit depth and colour tags (10-bit and HDR stay so). Rotation needs nothing: frames are decoded in display
+orientation and written without a display matrix, so nothing rotates them again.
+"""
 
 from __future__ import annotations
 
@@ -6,42 +12,78 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from stereo3d.ffmpeg import pix_fmt_bit_depths
+from stereo3d.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.mapstore import MapReader
 from stereo3d.progress import Progress
-from stereo3d.render import StereoSettings, compose, render_stereo
-from stereo3d.video import FrameReader, VideoEncoder
+from stereo3d.render import StereoSettings, render_stereo
+from stereo3d.video import FrameReader, VideoEncoder, resolve_codec
 
 log = logging.getLogger(__name__)
+
+H264_ENCODERS = ("libx264", "h264_nvenc")
 
 
 @dataclass(frozen=True)
 class EncodeSettings:
-    codec: str = "libx264"
-    crf: int = 18
-    preset: str = "medium"
-    pix_fmt: str = "yuv420p"
+    codec: str = "libx264"  # libx264 | libx265 | h264_nvenc | hevc_nvenc (NVENC falls back to software)
+    crf: int = 18  # x264/x265 CRF, NVENC constant quality (-cq)
+    preset: str = "medium"  # x264/x265 preset names; mapped to NVENC p1..p7
+    pix_fmt: str = "auto"  # auto: yuv420p for 8-bit sources, yuv420p10le for deeper ones
+    deep_codec: str = "libx265"  # replaces an H.264 codec for sources deeper than 8 bits ("same" keeps it)
+    stereo_signal: str = "container"  # container (Matroska StereoMode -> MP4 st3d) | sei (H.264 SEI) | none
 
 
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
-                 layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings()) -> dict:
-    """Render every frame of ``near``'s range to ``layout`` and encode it (video only) to ``out``."""
+                 layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings(), *,
+                 fov_deg: float = 90.0, eye_px: int = 0) -> dict:  # fmt: skip
+    """Render every frame of ``near``'s range (its ``start`` attribute onward) to ``layout`` and encode it, video
+    only, to ``out``. ``fov_deg``/``eye_px`` shape the VR180 layout. Returns a summary for the log."""
     info = probe["video"]
     width, height = info["display_width"], info["display_height"]
+    get_layout(layout)  # an unknown layout fails before any decoding
+    options = {"fov_deg": fov_deg, "eye_px": eye_px}
+    codec, pix_fmt = choose_encoder(info, encode)
+    deep = pix_fmt_bit_depths().get(pix_fmt, 8) > 8
+    out = Path(out)
+    extra = [*encoder_args(layout, codec, encode.stereo_signal),
+             *container_args(layout, out.suffix, encode.stereo_signal)]  # fmt: skip
     with MapReader(near) as nears:
         start = int(nears.attrs.get("start", 0))
-        out_w, out_h = layout_size(width, height, layout)
-        progress = Progress(log, f"render {Path(video).name}", nears.frames)
-        with FrameReader(video, probe, start=start, count=nears.frames) as frames, \
-                VideoEncoder(out, out_w, out_h, info["fps_fraction"], codec=encode.codec, crf=encode.crf,
-                             preset=encode.preset, pix_fmt=encode.pix_fmt) as encoder:
+        count = nears.frames
+        out_w, out_h = output_size(width, height, layout, **options)
+        pts_s = None
+        if info.get("vfr"):
+            # Keep the source's own frame times, counted from this range's first frame.
+            span = probe["frame_pts_s"][start : start + count]
+            pts_s = [t - span[0] for t in span]
+        log.info("%s: %s %dx%d, %s %s crf %d, %s", Path(video).name, layout, out_w, out_h, codec, pix_fmt,
+                 encode.crf, "variable frame rate" if pts_s else f"{info['fps_fraction']} fps")  # fmt: skip
+        progress = Progress(log, f"render {Path(video).name}", count)
+        with FrameReader(video, probe, start=start, count=count, deep=deep) as frames, \
+                VideoEncoder(out, out_w, out_h, info["fps_fraction"], codec=codec, crf=encode.crf,
+                             preset=encode.preset, pix_fmt=pix_fmt, extra_args=extra, pts_s=pts_s,
+                             depth=16 if deep else 8, color=info, time_base=info.get("time_base", "1/90000"),
+                             ) as encoder:  # fmt: skip
             for frame, near_map in zip(frames, nears, strict=True):
                 left, right = render_stereo(frame, near_map, stereo)
-                encoder.write(compose(left, right, layout))
+                encoder.write(get_layout(layout).pack(left, right, **options), owned=True)
                 progress.advance(1)
-    return {"frames": progress.done, "fps": progress.finish(), "size": [out_w, out_h]}
+    return {"frames": progress.done, "fps": progress.finish(), "size": [out_w, out_h], "codec": codec,
+            "pix_fmt": pix_fmt, "layout": layout}  # fmt: skip
 
 
-def layout_size(width: int, height: int, layout: str) -> tuple[int, int]:
-    if layout == "full_sbs":
-        return 2 * width, height
-    raise ValueError(f"unknown layout {layout!r}")
+def choose_encoder(info: dict, encode: EncodeSettings) -> tuple[str, str]:
+    """(encoder, pixel format) for a source (a probe's ``video`` dict): bit depth kept unless the config names a
+    pixel format; H.264 swapped for ``deep_codec`` on deep sources; NVENC checked by a test encode."""
+    source_depth = int(info.get("bit_depth") or 8)
+    pix_fmt = encode.pix_fmt
+    if pix_fmt == "auto":
+        pix_fmt = "yuv420p10le" if source_depth > 8 else "yuv420p"
+    codec = encode.codec
+    deep = pix_fmt_bit_depths().get(pix_fmt, 8) > 8
+    if deep and codec in H264_ENCODERS and encode.deep_codec != "same":
+        log.info("%d-bit output: %s instead of %s (10-bit H.264 plays on few devices)", source_depth,
+                 encode.deep_codec, codec)  # fmt: skip
+        codec = encode.deep_codec
+    return resolve_codec(codec, pix_fmt), pix_fmt

@@ -7,7 +7,8 @@ import hashlib
 import json
 from typing import Any
 
-LAYOUT_TAGS = {"full_sbs": "_LRF_Full_SBS"}  # the player filename tag of each layout
+# The player filename tag of each layout; layouts.py owns it, the workflow imports it from here.
+from stereo3d.layouts import LAYOUT_TAGS  # noqa: F401
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

@@ -2,13 +2,14 @@
 
 Decoding and encoding run in ffmpeg processes fed or drained by a background thread through a bounded queue,
 so ffmpeg works while the caller runs inference, and memory holds only ``prefetch`` frames, never a video.
-Frames are RGB ``uint8`` arrays ``[H, W, 3]`` in display orientation.
+Frames are RGB ``uint8`` arrays ``[H, W, 3]`` in display orientation (``uint16`` where asked, for deep sources).
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import logging
 import queue
 import re
@@ -56,6 +57,8 @@ class FrameReader:
         count: int | None = None,
         size: tuple[int, int] | None = None,
         prefetch: int = 8,
+        *,
+        deep: bool = False,
     ):
         self.path = Path(path)
         video = probe["video"]
@@ -68,9 +71,11 @@ class FrameReader:
         self.width, self.height = size if size is not None else (video["display_width"], video["display_height"])
         if self.width <= 0 or self.height <= 0:
             raise ValueError(f"frame size must be positive, not {self.width}x{self.height}")
-        self._frame_bytes = self.width * self.height * 3
+        # deep: RGB uint16 (rgb48le) so that 10-bit and deeper sources keep their precision through rendering.
+        self.dtype = np.dtype(np.uint16 if deep else np.uint8)
+        self._frame_bytes = self.width * self.height * 3 * self.dtype.itemsize
         self._probe = probe
-        self._args = _decode_args(self.path, probe, start, count, size, video)
+        self._args = _decode_args(self.path, probe, start, count, size, video, "rgb48le" if deep else "rgb24")
         self._pts: list[int] = []
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
         self._stop = threading.Event()
@@ -137,7 +142,7 @@ class FrameReader:
         stdout = self._proc.stdout
         try:
             while not self._stop.is_set():
-                frame = np.empty((self.height, self.width, 3), dtype=np.uint8)
+                frame = np.empty((self.height, self.width, 3), dtype=self.dtype)
                 got = _read_into(stdout, memoryview(frame).cast("B"))
                 if got == 0:
                     break
@@ -228,12 +233,18 @@ def read_batches(reader: Iterable[np.ndarray], n: int) -> Iterator[np.ndarray]:
 
 
 class VideoEncoder:
-    """Encode RGB uint8 frames ``[height, width, 3]`` into a video-only ``out_path`` (.mkv, .mp4 or .mov).
+    """Encode RGB frames ``[height, width, 3]`` into a video-only ``out_path`` (.mkv, .mp4 or .mov).
 
     ``write(frame)`` queues a copy of the frame; a background thread feeds ffmpeg, so encoding overlaps the
     producer. The file appears under its name only on a clean exit; on an exception ffmpeg is killed and
-    nothing is left. Timestamps are constant-rate at ``fps_fraction`` (e.g. "24000/1001"). RGB is converted
-    with the BT.709 matrix (limited range) and tagged so, which is what players assume for HD and larger.
+    nothing is left. Frames are uint8, or uint16 with ``depth=16`` (for 10-bit and deeper output; ffmpeg gets
+    rgb48le). Timestamps are constant-rate at ``fps_fraction`` (e.g. "24000/1001"), or ``pts_s``: one
+    presentation time per frame in seconds (variable frame rate), kept exactly at ``time_base``.
+
+    RGB is converted to YUV with the matrix of ``color`` (a probe's ``video`` dict or any dict with
+    ``color_space``, ``color_primaries``, ``color_transfer``), limited range, and the output is tagged with the
+    same primaries and transfer: the transfer is never converted, so PQ/HLG (HDR) pictures pass through tagged
+    as they came. Unknown or absent colour tags mean BT.709, what players assume for HD and larger.
     """
 
     def __init__(
@@ -249,36 +260,54 @@ class VideoEncoder:
         extra_args: Sequence[str] = (),
         prefetch: int = 8,
         pts_s: Sequence[float] | None = None,
+        *,
+        depth: int = 8,
+        color: dict | None = None,
+        time_base: str = "1/90000",
     ):
         self.out_path = Path(out_path)
         if self.out_path.suffix.lower() not in CONTAINERS:
             raise ValueError(f"{self.out_path}: output must end in one of {', '.join(CONTAINERS)}")
         if width <= 0 or height <= 0:
             raise ValueError(f"frame size must be positive, not {width}x{height}")
-        if pts_s is not None:
-            # The seam for variable frame rate output: per-frame timestamps will be applied here (e.g. by a
-            # timestamp remux after encoding). Until then refuse rather than silently write constant rate.
-            raise NotImplementedError("VideoEncoder: per-frame timestamps (pts_s) are not supported yet")
+        if depth not in (8, 16):
+            raise ValueError(f"input depth must be 8 or 16 bits, not {depth}")
         self.width, self.height = width, height
         self.fps = Fraction(fps_fraction)
+        self.dtype = np.dtype(np.uint8 if depth == 8 else np.uint16)
         self.frames_written = 0
-        self._encode = _encode_args(codec, crf, preset, pix_fmt, self.out_path.suffix.lower(), extra_args)
+        self._input_pix_fmt = "rgb24" if depth == 8 else "rgb48le"
+        self._pts_s = None if pts_s is None else [float(t) for t in pts_s]
+        self._time_base = Fraction(time_base)
+        self._encode = _encode_args(codec, crf, preset, pix_fmt, self.out_path.suffix.lower(), extra_args, color)
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._atomic = None
+        self._script: Path | None = None
         self._proc: subprocess.Popen | None = None
         self._threads: list[threading.Thread] = []
 
     def __enter__(self) -> VideoEncoder:
         self._atomic = atomic_output(self.out_path)
         tmp = self._atomic.__enter__()
+        encode = list(self._encode)
+        if self._pts_s is not None:
+            # Variable frame rate: the filter graph stamps every frame with its own time (a setpts expression
+            # indexed by frame number, too long for a command line, so it goes through a file), the encoder
+            # keeps the filter's time base, and passthrough stops ffmpeg from evening the rate out.
+            vf = encode.index("-vf")
+            self._script = tmp.with_name(tmp.name + ".vf")
+            timing = _timestamp_filter(self._pts_s, self._time_base)
+            self._script.write_text(f"{timing},{encode[vf + 1]}", encoding="utf-8")
+            encode[vf : vf + 2] = ["-/vf", str(self._script)]
+            encode += ["-fps_mode", "passthrough", "-enc_time_base:v", "filter"]
         args = [
             "-loglevel", "error",
-            "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{self.width}x{self.height}",
+            "-f", "rawvideo", "-pix_fmt", self._input_pix_fmt, "-s", f"{self.width}x{self.height}",
             "-framerate", f"{self.fps.numerator}/{self.fps.denominator}", "-i", "pipe:0",
-            "-map", "0:v", *self._encode,
+            "-map", "0:v", *encode,
             "-f", CONTAINERS[self.out_path.suffix.lower()], "-y", ffmpeg_url(tmp),
         ]  # fmt: skip
         try:
@@ -286,6 +315,7 @@ class VideoEncoder:
                 ffmpeg_command(args), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
             )
         except BaseException as exc:
+            self._remove_script()
             self._atomic.__exit__(type(exc), exc, exc.__traceback__)
             raise
         self._threads = [
@@ -296,17 +326,21 @@ class VideoEncoder:
             thread.start()
         return self
 
-    def write(self, frame: np.ndarray) -> None:
-        """Queue one RGB uint8 frame ``[height, width, 3]``; blocks while ``prefetch`` frames are pending."""
+    def write(self, frame: np.ndarray, *, owned: bool = False) -> None:
+        """Queue one RGB frame ``[height, width, 3]`` (uint8, or uint16 at depth 16); blocks while ``prefetch``
+        frames are pending. ``owned``: the caller hands the array over and never touches it again (no copy)."""
         if self._proc is None:
             raise RuntimeError("VideoEncoder.write() outside its `with` block")
-        if frame.dtype != np.uint8 or frame.shape != (self.height, self.width, 3):
+        if frame.dtype != self.dtype or frame.shape != (self.height, self.width, 3):
             raise ValueError(
-                f"{self.out_path}: frame must be uint8 [{self.height}, {self.width}, 3], "
+                f"{self.out_path}: frame must be {self.dtype} [{self.height}, {self.width}, 3], "
                 f"got {frame.dtype} {frame.shape}"
             )
-        # A copy: the caller may reuse its buffer while this frame still waits in the queue.
-        item = np.array(frame, dtype=np.uint8, order="C", copy=True)
+        if self._pts_s is not None and self.frames_written >= len(self._pts_s):
+            raise ValueError(f"{self.out_path}: more frames than the {len(self._pts_s)} timestamps given")
+        # A copy unless owned: the caller may reuse its buffer while this frame still waits in the queue.
+        # rgb48le is little-endian, as numpy's uint16 is on every platform this runs on.
+        item = np.ascontiguousarray(frame) if owned else np.array(frame, dtype=self.dtype, order="C", copy=True)
         while True:
             self._raise_if_failed()
             try:
@@ -317,17 +351,24 @@ class VideoEncoder:
         self.frames_written += 1
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            try:
-                self._finish()
-            except BaseException as failure:
+        try:
+            if exc_type is None:
+                try:
+                    self._finish()
+                except BaseException as failure:
+                    self._abort()
+                    self._atomic.__exit__(type(failure), failure, failure.__traceback__)
+                    raise
+                self._atomic.__exit__(None, None, None)
+            else:
                 self._abort()
-                self._atomic.__exit__(type(failure), failure, failure.__traceback__)
-                raise
-            self._atomic.__exit__(None, None, None)
-        else:
-            self._abort()
-            self._atomic.__exit__(exc_type, exc, tb)
+                self._atomic.__exit__(exc_type, exc, tb)
+        finally:
+            self._remove_script()
+
+    def _remove_script(self) -> None:
+        if self._script is not None:
+            self._script.unlink(missing_ok=True)
 
     def _feed(self) -> None:
         stdin = self._proc.stdin
@@ -356,6 +397,10 @@ class VideoEncoder:
     def _finish(self) -> None:
         if self.frames_written == 0:
             raise BadVideo(self.out_path, "encoding: no frames were written")
+        if self._pts_s is not None and self.frames_written != len(self._pts_s):
+            raise BadVideo(
+                self.out_path, f"encoding: {self.frames_written} frames written for {len(self._pts_s)} timestamps"
+            )
         while True:
             self._raise_if_failed()
             try:
@@ -450,15 +495,22 @@ def mux_with_source(
     args += ["-map_chapters", "1", "-map_metadata", "1", *codecs]
     if mp4_like:
         args += ["-movflags", "+faststart"]
-        if _stream_codec(video_only) == "hevc":
+        codec, stereo = _video_stream(video_only)
+        if codec == "hevc":
             args += ["-tag:v", "hvc1"]  # Apple and many VR players only play HEVC tagged hvc1 in mp4
+        if stereo:
+            # The stereo packing (from Matroska StereoMode) becomes an st3d box only when unofficial boxes are
+            # allowed; without it ffmpeg drops the signalling silently.
+            args += ["-strict", "unofficial"]
     args += [str(a) for a in extra_args]
     with atomic_output(out_path) as tmp:
         run_ffmpeg([*args, "-f", CONTAINERS[suffix], "-y", ffmpeg_url(tmp)], source, f"muxing into {out_path.name}")
     return out_path
 
 
-def _decode_args(path: Path, probe: dict, start: int, count: int, size, video: dict) -> list[str]:
+def _decode_args(
+    path: Path, probe: dict, start: int, count: int, size, video: dict, pix_fmt: str = "rgb24"
+) -> list[str]:
     # -copyts keeps the file's own timestamps, so frames are picked by the exact times the probe recorded;
     # showinfo reports each delivered frame's timestamp, which the reader checks against the probe.
     args = ["-loglevel", "info", "-copyts"]
@@ -488,8 +540,8 @@ def _decode_args(path: Path, probe: dict, start: int, count: int, size, video: d
     if size is not None:
         shrink = size[0] * size[1] <= video["display_width"] * video["display_height"]
         filters.append(f"scale={size[0]}:{size[1]}:flags={'area' if shrink else 'bicubic'}")
-    filters.append("format=rgb24")
-    return [*args, "-vf", ",".join(filters), "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"]
+    filters.append(f"format={pix_fmt}")
+    return [*args, "-vf", ",".join(filters), "-f", "rawvideo", "-pix_fmt", pix_fmt, "pipe:1"]
 
 
 def _keyframe_at_or_before(keyframes: list[int], index: int) -> int:
@@ -524,18 +576,42 @@ def _drain_decoder_log(stream, sink: collections.deque, pts: list[int]) -> None:
         pass
 
 
-def _encode_args(codec: str, crf: int, preset: str, pix_fmt: str, suffix: str, extra: Sequence[str]) -> list[str]:
+def resolve_codec(codec: str, pix_fmt: str) -> str:
+    """The encoder to use for ``codec``: NVENC only where a one-frame test encode at ``pix_fmt`` succeeds here
+    (no NVIDIA GPU, a data-centre GPU without NVENC such as the A100/H100, or a driver too old all fail it);
+    otherwise a warning and the software encoder of the same format."""
+    if codec not in SOFTWARE_EQUIVALENT:
+        return codec
+    problem = _nvenc_problem(codec, _nvenc_pix_fmt(pix_fmt))
+    if problem is None:
+        return codec
+    fallback = SOFTWARE_EQUIVALENT[codec]
+    log.warning("%s is not available here (%s); encoding with %s instead", codec, problem, fallback)
+    return fallback
+
+
+def _encode_args(
+    codec: str, crf: int, preset: str, pix_fmt: str, suffix: str, extra: Sequence[str], color: dict | None = None
+) -> list[str]:
+    matrix, space, primaries, transfer = _color_args(color or {})
+    if codec.endswith("_nvenc"):
+        pix_fmt = _nvenc_pix_fmt(pix_fmt)
+    # The tags go on the frames (setparams) as well as the encoder: ffmpeg 7+ encoders take colour properties
+    # from the frames, which swscale leaves unspecified except for the matrix and range it wrote.
     args = [
-        "-vf", "scale=out_color_matrix=bt709:out_range=tv",
+        "-vf", f"scale=out_color_matrix={matrix}:out_range=tv,setparams=range=tv:color_primaries={primaries}"
+               f":color_trc={transfer}:colorspace={space}",
         "-c:v", codec, "-pix_fmt", pix_fmt,
-        "-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709", "-color_range", "tv",
+        "-colorspace", space, "-color_primaries", primaries, "-color_trc", transfer, "-color_range", "tv",
     ]  # fmt: skip
     if codec in ("libx264", "libx265", "libsvtav1", "libaom-av1", "libvpx-vp9"):
         args += ["-crf", str(crf)]
     elif codec.endswith(("_nvenc", "_qsv", "_amf")):
         args += ["-rc", "vbr", "-cq", str(crf), "-b:v", "0"]
-    if codec in ("libx264", "libx265") or codec.endswith("_nvenc"):
+    if codec in ("libx264", "libx265"):
         args += ["-preset", preset]
+    elif codec.endswith("_nvenc"):
+        args += ["-preset", NVENC_PRESETS.get(preset, preset), "-tune", "hq"]
     if codec == "libx265":
         args += ["-x265-params", "log-level=error"]
     if suffix in (".mp4", ".mov", ".m4v") and codec in ("libx265", "hevc_nvenc"):
@@ -543,12 +619,86 @@ def _encode_args(codec: str, crf: int, preset: str, pix_fmt: str, suffix: str, e
     return [*args, *[str(a) for a in extra]]
 
 
-def _stream_codec(path: str | Path) -> str | None:
+# x264/x265 preset names -> NVENC's p1 (fastest) .. p7 (best), so one config key serves both.
+NVENC_PRESETS = {
+    "ultrafast": "p1", "superfast": "p1", "veryfast": "p2", "faster": "p3", "fast": "p3",
+    "medium": "p4", "slow": "p5", "slower": "p6", "veryslow": "p7", "placebo": "p7",
+}  # fmt: skip
+SOFTWARE_EQUIVALENT = {"h264_nvenc": "libx264", "hevc_nvenc": "libx265", "av1_nvenc": "libsvtav1"}
+# swscale's names for YUV matrices, by the colour-space names the probe reports.
+_MATRICES = {
+    "bt709": "bt709", "bt2020nc": "bt2020", "bt2020c": "bt2020", "smpte170m": "smpte170m",
+    "bt470bg": "bt470", "smpte240m": "smpte240m", "fcc": "fcc",
+}  # fmt: skip
+
+
+def _color_args(color: dict) -> tuple[str, str, str, str]:
+    """swscale's RGB->YUV matrix and the output's colour space, primaries and transfer tags, from the source's
+    colour facts (BT.709 where unknown)."""
+    space = color.get("color_space")
+    if space not in _MATRICES:
+        space = "bt709"
+    return _MATRICES[space], space, color.get("color_primaries") or "bt709", color.get("color_transfer") or "bt709"
+
+
+def _nvenc_pix_fmt(pix_fmt: str) -> str:
+    # NVENC takes 10-bit 4:2:0 as p010 (the same samples, semi-planar), not as planar yuv420p10le.
+    return {"yuv420p10le": "p010le", "yuv444p10le": "yuv444p16le"}.get(pix_fmt, pix_fmt)
+
+
+@functools.lru_cache(maxsize=8)
+def _nvenc_problem(codec: str, pix_fmt: str) -> str | None:
+    """None when ``codec`` encodes a frame at ``pix_fmt`` here, else ffmpeg's reason."""
+    proc = run_ffmpeg(
+        ["-loglevel", "error", "-f", "lavfi", "-i", "color=c=gray:s=256x256:r=1", "-frames:v", "1",
+         "-pix_fmt", pix_fmt, "-c:v", codec, "-f", "null", "-"],
+        None, f"test-encoding with {codec}", check=False, timeout=60,
+    )  # fmt: skip
+    return None if proc.returncode == 0 else last_error_line(proc.stderr)
+
+
+def _timestamp_filter(pts_s: Sequence[float], time_base: Fraction) -> str:
+    """``settb,setpts`` giving frame N the time ``pts_s[N]``, exactly in ``time_base`` ticks.
+
+    Runs of equal frame durations become one linear piece; the pieces are found by a balanced tree of ``if``s on
+    the frame number, so each frame costs a handful of comparisons whatever the length (ffmpeg's expressions
+    have no arrays).
+    """
+    ticks = [round(Fraction(t).limit_denominator(10**9) / time_base) for t in pts_s]
+    if not ticks:
+        raise ValueError("no timestamps")
+    pieces: list[tuple[int, int, int]] = []  # first frame, its ticks, ticks per frame within the piece
+    n = 0
+    while n < len(ticks):
+        step = ticks[n + 1] - ticks[n] if n + 1 < len(ticks) else 0
+        end = n + 1
+        while end < len(ticks) and ticks[end] - ticks[end - 1] == step:
+            end += 1
+        pieces.append((n, ticks[n], step))
+        n = end
+
+    def tree(lo: int, hi: int) -> str:
+        if hi - lo == 1:
+            first, start, step = pieces[lo]
+            return f"{start}+{step}*(N-{first})" if step else str(start)
+        mid = (lo + hi) // 2
+        return f"if(lt(N\\,{pieces[mid][0]})\\,{tree(lo, mid)}\\,{tree(mid, hi)})"
+
+    return f"settb={time_base.numerator}/{time_base.denominator},setpts='{tree(0, len(pieces))}'"
+
+
+def _video_stream(path: str | Path) -> tuple[str | None, bool]:
+    """Codec name of the first video stream of ``path`` and whether it carries stereo 3D side data."""
     proc = run_ffmpeg(["-i", ffmpeg_url(path)], path, "reading the encoded video", check=False)
+    codec, stereo, in_video = None, False, False
     for line in proc.stderr.decode("utf-8", "replace").splitlines():
-        if "Video:" in line:
-            return line.split("Video:", 1)[1].split()[0].rstrip(",")
-    return None
+        if "Stream #" in line:
+            in_video = codec is None and "Video:" in line
+            if in_video:
+                codec = line.split("Video:", 1)[1].split()[0].rstrip(",")
+        elif in_video and "Stereo 3D:" in line:
+            stereo = True
+    return codec, stereo
 
 
 def _read_into(stream, view: memoryview) -> int:

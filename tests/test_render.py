@@ -1,8 +1,9 @@
 """Stereo rendering: parallax direction, occlusion order, hole filling from the background side."""
 
 import numpy as np
+import pytest
 
-from stereo3d.render import StereoSettings, compose, parallax_px, render_stereo, warp_view
+from stereo3d.render import StereoSettings, parallax_px, render_stereo, warp_view
 
 
 def ramp_image(width=12, height=1):
@@ -45,6 +46,116 @@ def test_convergence_sets_the_zero_parallax_plane():
     assert np.all(in_front >= 0) and in_front[0, 0] == 0
 
 
-def test_full_sbs_doubles_the_width():
-    left = np.zeros((4, 6, 3), np.uint8)
-    assert compose(left, left + 1, "full_sbs").shape == (4, 12, 3)
+def bar_scene(width=60, height=6):
+    """A bright near bar over a dark far background."""
+    frame = np.zeros((height, width, 3), np.uint8)
+    frame[:, 28:32] = 255
+    near = np.zeros((height, width), np.float32)
+    near[:, 28:32] = 1.0
+    return frame, near
+
+
+def bar_centre(view):
+    """Brightness-weighted centre of the bar (edge pixels are half-covered blends or background-filled)."""
+    weight = view[3, :, 0].astype(float)
+    return float((weight * np.arange(weight.size)).sum() / weight.sum())
+
+
+def test_right_view_also_lets_nearer_pixels_win_and_fills_from_its_background_side():
+    image = ramp_image()
+    shift = np.zeros((1, 12), np.float32)
+    shift[0, 6:8] = 2  # the object moves left by 2 in the right view (mirror of the left-view case)
+    out = warp_view(image[:, ::-1], shift[:, ::-1])[:, ::-1][0, :, 0] // 10
+    assert list(out[4:6]) == [6, 7] and list(out[6:8]) == [8, 8]
+
+
+def test_a_uniform_shift_repeats_the_border_column_it_uncovers():
+    image = np.repeat((np.arange(40, dtype=np.uint8) * 6)[None, :, None], 3, axis=2)
+    left = warp_view(image, np.full((1, 40), -12.0, np.float32))[0, :, 0] // 6
+    right = warp_view(image, np.full((1, 40), 12.0, np.float32))[0, :, 0] // 6
+    assert list(left[:28]) == list(range(12, 40)) and (left[28:] == 39).all()
+    assert (right[:12] == 0).all() and list(right[12:]) == list(range(28))
+
+
+def test_divergence_scales_the_separation_of_the_eyes():
+    frame, near = bar_scene()
+    for divergence, expected in ((5, 3.0), (10, 6.0)):
+        # Convergence 1: the background (near 0) is the screen plane, the bar comes out by the full divergence.
+        left, right = render_stereo(frame, near, StereoSettings(divergence, 1.0, 0))
+        assert bar_centre(left) - bar_centre(right) == pytest.approx(expected, abs=0.75)  # % of 60 px
+        # Convergence 0: the bar (near 1) is the screen plane and stays put in both eyes.
+        left, right = render_stereo(frame, near, StereoSettings(divergence, 0.0, 0))
+        assert (left[:, 28:32] == 255).all() and (right[:, 28:32] == 255).all()
+
+
+def test_ipd_offset_moves_the_whole_scene_behind_the_screen():
+    frame, near = bar_scene()
+    base = StereoSettings(10, 0.5, 0)
+    left0, right0 = render_stereo(frame, near, base)
+    left, right = render_stereo(frame, near, StereoSettings(10, 0.5, 0, ipd_offset_pct=10))
+    # +10 % of 60 px = 6 px more uncrossed parallax: the left view moves 3 px left, the right 3 px right.
+    assert bar_centre(left) == pytest.approx(bar_centre(left0) - 3, abs=0.75)
+    assert bar_centre(right) == pytest.approx(bar_centre(right0) + 3, abs=0.75)
+
+
+def test_border_taper_keeps_zero_parallax_at_the_frame_edges():
+    near = np.ones((2, 100), np.float32)
+    tapered = parallax_px(near, 100, StereoSettings(10, 0.5, 0, border_taper_pct=20))
+    assert tapered[0, 0] == 0 and tapered[0, -1] == 0
+    assert tapered[0, 50] == pytest.approx(5.0) and 0 < tapered[0, 10] < 5.0
+
+
+def test_one_eye_can_stay_the_original_while_the_other_takes_all_parallax():
+    frame, near = bar_scene()
+    settings = StereoSettings(10, 1.0, 0, original_eye="left")
+    left, right = render_stereo(frame, near, settings)
+    assert left is frame
+    assert bar_centre(left) - bar_centre(right) == pytest.approx(6.0, abs=0.75)  # the full separation in one eye
+    left, right = render_stereo(frame, near, StereoSettings(10, 1.0, 0, original_eye="right"))
+    assert right is frame and bar_centre(left) - bar_centre(right) == pytest.approx(6.0, abs=0.75)
+
+
+def test_unknown_original_eye_is_refused():
+    with pytest.raises(ValueError, match="original_eye"):
+        StereoSettings(original_eye="both")
+
+
+def test_edge_dilation_makes_the_foreground_edge_travel_with_the_foreground():
+    frame, near = bar_scene()
+    frame[:, 27] = 128  # an anti-aliased edge pixel that the near map calls background
+    plain, _ = render_stereo(frame, near, StereoSettings(20, 0.0, 0))
+    grown, _ = render_stereo(frame, near, StereoSettings(20, 0.0, 1))
+    # Without dilation the grey edge stays behind with the background; with it, it moves with the bar.
+    assert (plain[3, :, 0] == 128).sum() >= 1 and np.nonzero(plain[3, :, 0] == 128)[0].min() < 27
+    assert np.nonzero(grown[3, :, 0] == 128)[0].min() >= 27
+
+
+def test_sub_pixel_shifts_resample_instead_of_rounding():
+    image = np.repeat((np.arange(40, dtype=np.uint8) * 6)[None, :, None], 3, axis=2)
+    out = warp_view(image, np.full((1, 40), 0.5, np.float32))
+    assert out[0, 20, 0] == pytest.approx((image[0, 19, 0] + image[0, 20, 0]) / 2, abs=1)
+
+
+def test_sixteen_bit_frames_render_to_sixteen_bit_views():
+    frame, near = bar_scene()
+    left, right = render_stereo(frame.astype(np.uint16) * 257, near, StereoSettings(10, 0.5, 0))
+    assert left.dtype == np.uint16 and right.dtype == np.uint16 and left.max() == 65535
+
+
+def test_near_maps_of_another_size_are_resized_to_the_frame():
+    frame, near = bar_scene(width=64, height=8)
+    small = near[::2, ::2]
+    left, right = render_stereo(frame, small, StereoSettings(10, 0.5, 0))
+    assert left.shape == frame.shape and right.shape == frame.shape
+
+
+def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
+    from stereo3d import render
+
+    rng = np.random.default_rng(0)
+    frame = rng.integers(0, 255, (300, 300, 3)).astype(np.uint8)
+    near = rng.random((30, 30)).astype(np.float32)
+    parallel = render_stereo(frame, near, StereoSettings())
+    monkeypatch.setattr(render, "_PARALLEL_MIN_PIXELS", 10**9)
+    serial = render_stereo(frame, near, StereoSettings())
+    assert all(np.array_equal(a, b) for a, b in zip(parallel, serial))

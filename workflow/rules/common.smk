@@ -41,7 +41,9 @@ def _library():
     folder = Path(config["library"]["folder"])
     if DEMO:
         return {video_id(name): folder / name for name in DEMO_CLIPS}
-    return discover(folder, config["library"]["extensions"], config["library"]["recursive"])
+    return discover(
+        folder, config["library"]["extensions"], config["library"]["recursive"]
+    )
 
 
 try:
@@ -142,10 +144,16 @@ def get_da3_model(wildcards):
 
 
 def get_export_outputs():
-    wanted = {(s["variant"], s["size"], s["contract"]) for s in map(da3_settings, VIDEOS)}
-    wanted |= {(e["variant"], e["size"], e["contract"]) for e in config["export"]["da3_extra"]}
+    wanted = {
+        (s["variant"], s["size"], s["contract"]) for s in map(da3_settings, VIDEOS)
+    }
+    wanted |= {
+        (e["variant"], e["size"], e["contract"]) for e in config["export"]["da3_extra"]
+    }
     if not VIDEOS and not wanted:
-        wanted.add((config["da3"]["variant"], config["da3"]["size"], config["da3"]["contract"]))
+        wanted.add(
+            (config["da3"]["variant"], config["da3"]["size"], config["da3"]["contract"])
+        )
     return [da3_model(*w) for w in sorted(wanted)]
 
 

@@ -3,7 +3,9 @@
 
 def get_demo_outputs(wildcards):
     if not DEMO:
-        raise WorkflowError("the demo target needs the demo configuration: --configfile demo/config.yaml")
+        raise WorkflowError(
+            "the demo target needs the demo configuration: --configfile demo/config.yaml"
+        )
     return get_final_outputs()
 
 
@@ -19,10 +21,10 @@ if DEMO:
     rule smoke_da3_weights:
         output:
             f"{WEIGHTS}/DA3/{{folder}}/model.safetensors",
-        wildcard_constraints:
-            folder="Small|Base",
         log:
             f"{LOGS}/smoke_da3_weights/{{folder}}.log",
+        wildcard_constraints:
+            folder="Small|Base",
         conda:
             "../../envs/export.yaml"
         script:

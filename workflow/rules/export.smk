@@ -30,15 +30,15 @@ rule export_da3:
     output:
         onnx=f"{MODELS}/DA3/{{stem}}.onnx",
         validation=f"{MODELS}/DA3/{{stem}}.onnx.validation.json",
-    params:
-        export=get_da3_export_params,
     log:
         f"{LOGS}/export_da3/{{stem}}.log",
     benchmark:
         f"{BENCH}/export_da3/{{stem}}.tsv"
-    resources:
-        mem_mb=8000,
     conda:
         "../../envs/export.yaml"
+    resources:
+        mem_mb=8000,
+    params:
+        export=get_da3_export_params,
     script:
         "../../scripts/da3_to_onnx.py"

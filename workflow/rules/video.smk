@@ -3,12 +3,16 @@
 
 def get_near_params(wildcards):
     settings = near_settings(wildcards.video)
-    return _checked_settings(wildcards.video, wildcards.nkey, near_key(wildcards.video), settings, "near-map")
+    return _checked_settings(
+        wildcards.video, wildcards.nkey, near_key(wildcards.video), settings, "near-map"
+    )
 
 
 def get_render_params(wildcards):
     settings = render_settings(wildcards.video)
-    return _checked_settings(wildcards.video, wildcards.rkey, render_key(wildcards.video), settings, "render")
+    return _checked_settings(
+        wildcards.video, wildcards.rkey, render_key(wildcards.video), settings, "render"
+    )
 
 
 # Streams, frame count, exact timestamps, size, rotation and colour of one source video.
@@ -39,12 +43,12 @@ rule depth:
         f"{LOGS}/depth/{{video}}/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}.log",
     benchmark:
         f"{BENCH}/depth/{{video}}/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}.tsv"
+    conda:
+        "../../envs/runtime.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=4000,
-    conda:
-        "../../envs/runtime.yaml"
     script:
         "../../scripts/depth.py"
 
@@ -57,18 +61,18 @@ rule near_maps:
         depth=f"{WORK}/{{video}}/depth/{{dkey}}.maps",
     output:
         maps=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}.maps",
-    params:
-        near=get_near_params,
     log:
         f"{LOGS}/near_maps/{{video}}/{{dkey}}/{{nkey}}.log",
     benchmark:
         f"{BENCH}/near_maps/{{video}}/{{dkey}}/{{nkey}}.tsv"
+    conda:
+        "../../envs/runtime.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=4000,
-    conda:
-        "../../envs/runtime.yaml"
+    params:
+        near=get_near_params,
     script:
         "../../scripts/near_maps.py"
 
@@ -81,17 +85,17 @@ rule render:
         near=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}.maps",
     output:
         video=f"{WORK}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}.mkv",
-    params:
-        render=get_render_params,
     log:
         f"{LOGS}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}.log",
     benchmark:
         f"{BENCH}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}.tsv"
+    conda:
+        "../../envs/runtime.yaml"
     threads: 2
     resources:
         mem_mb=3000,
-    conda:
-        "../../envs/runtime.yaml"
+    params:
+        render=get_render_params,
     script:
         "../../scripts/render.py"
 

@@ -1,0 +1,99 @@
+"""Renderer throughput against the encoder's: 1080p frames -> full SBS, then libx264 ``veryfast`` on those frames.
+
+    python -m bench.render_encode [--frames N] [--width W --height H] [--near-side S]
+
+Prints frames/s of both and their ratio (goal: render >= 3x encode, so rendering never bounds the stage);
+``run()`` returns them. The scene is synthetic but video-like: textured planes at several depths, moving, with
+a little sensor noise (x264's speed depends on content; flat test patterns would flatter the encoder). Near
+maps come at a DA3-like resolution and are resized by the renderer, as in the pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from stereo3d.layouts import pack
+from stereo3d.render import StereoSettings, render_stereo
+from stereo3d.video import VideoEncoder
+
+
+def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int = 518) -> dict:
+    """Frames/s of render_stereo + full SBS packing, of libx264 veryfast on the packed frames, and the ratio."""
+    sources, nears = scene(frames, width, height, near_side)
+    settings = StereoSettings()
+    for frame, near in zip(sources[:2], nears[:2]):  # warm-up: workspaces, caches, thread pool
+        pack(*render_stereo(frame, near, settings), "full_sbs")
+    packed = []
+    start = time.perf_counter()
+    for frame, near in zip(sources, nears):
+        packed.append(pack(*render_stereo(frame, near, settings), "full_sbs"))
+    render_s = time.perf_counter() - start
+
+    with tempfile.TemporaryDirectory(prefix="bench-render-encode-") as tmp:
+        start = time.perf_counter()
+        with VideoEncoder(Path(tmp) / "sbs.mkv", 2 * width, height, "24", codec="libx264", crf=18,
+                          preset="veryfast") as encoder:  # fmt: skip
+            for frame in packed:
+                encoder.write(frame, owned=True)
+        encode_s = time.perf_counter() - start
+    render_fps, encode_fps = frames / render_s, frames / encode_s
+    return {
+        "size": f"{width}x{height} -> {2 * width}x{height} full SBS",
+        "frames": frames,
+        "render_fps": round(render_fps, 2),
+        "encode_fps_x264_veryfast": round(encode_fps, 2),
+        "ratio": round(render_fps / encode_fps, 2),
+        "goal": 3.0,
+    }
+
+
+def scene(frames: int, width: int, height: int, near_side: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Frames of a far textured wall and three textured boxes at other depths drifting sideways, with their
+    near maps (normalised inverse depth, larger = nearer) at ``near_side`` wide."""
+    rng = np.random.default_rng(11)
+
+    def texture(w: int, h: int) -> np.ndarray:
+        coarse = rng.integers(0, 256, (max(2, h // 24), max(2, w // 24), 3), dtype=np.uint8)
+        return cv2.GaussianBlur(cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC), (0, 0), 1.5)
+
+    wall = texture(width + frames * 4, height)
+    boxes = [  # x, y, w, h, near, pixels per frame
+        (0.10, 0.20, 0.25, 0.45, 0.45, 3),
+        (0.45, 0.35, 0.20, 0.40, 0.70, -5),
+        (0.70, 0.10, 0.18, 0.30, 1.00, 7),
+    ]
+    box_tex = [texture(int(w * width), int(h * height)) for _, _, w, h, _, _ in boxes]
+    near_h = round(near_side * height / width)
+    sources, nears = [], []
+    for n in range(frames):
+        frame = wall[:, 2 * n : 2 * n + width].copy()
+        near = np.full((height, width), 0.05, np.float32)
+        for (x, y, _, _, z, speed), tex in zip(boxes, box_tex):
+            x0, y0 = int(x * width) + speed * n, int(y * height)
+            frame[y0 : y0 + tex.shape[0], x0 : x0 + tex.shape[1]] = tex[:, : max(0, width - x0)]
+            near[y0 : y0 + tex.shape[0], x0 : x0 + tex.shape[1]] = z
+        noise = rng.integers(-3, 4, frame.shape, dtype=np.int16)
+        sources.append(np.clip(frame.astype(np.int16) + noise, 0, 255).astype(np.uint8))
+        nears.append(cv2.resize(near, (near_side, near_h), interpolation=cv2.INTER_AREA))
+    return sources, nears
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=24)
+    parser.add_argument("--width", type=int, default=1920)
+    parser.add_argument("--height", type=int, default=1080)
+    parser.add_argument("--near-side", type=int, default=518)
+    args = parser.parse_args()
+    print(json.dumps(run(args.frames, args.width, args.height, args.near_side), indent=2))
+
+
+if __name__ == "__main__":
+    main()

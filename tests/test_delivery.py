@@ -1,0 +1,224 @@
+"""Delivery: render_video end to end on tiny clips with synthetic near maps, then the final mux. Every stream of
+the source survives, timestamps and rotation are honoured, bit depth and colour are kept, and each layout comes
+out at its size with the stereo signalling read back by ffmpeg."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stereo3d.convert import EncodeSettings, choose_encoder, render_video
+from stereo3d.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.layouts import LAYOUTS, output_size
+from stereo3d.mapstore import write_maps
+from stereo3d.probe import probe_video
+from stereo3d.render import StereoSettings
+from stereo3d.video import FrameReader, VideoEncoder, mux_with_source, resolve_codec
+
+FAST = EncodeSettings(preset="ultrafast")
+STEREO = StereoSettings(divergence_pct=4.0, convergence=0.5, edge_dilate_px=1)
+
+
+def near_store(path: Path, probe: dict) -> Path:
+    """A synthetic near map per frame: a left-to-right ramp with a near block, moving a little over time."""
+    video = probe["video"]
+    height, width = video["display_height"], video["display_width"]
+    frames = []
+    for n in range(video["frame_count"]):
+        near = np.tile(np.linspace(0, 0.6, width, dtype=np.float32), (height, 1))
+        near[height // 4 : height // 2, (n % 4) + width // 4 : width // 2] = 1.0
+        frames.append(near)
+    write_maps(path, frames, "linear", attrs={"start": 0})
+    return path
+
+
+def render(tmp_path: Path, source: Path, layout: str = "full_sbs", encode: EncodeSettings = FAST, **options):
+    probe = probe_video(source)
+    out = tmp_path / f"render-{layout}.mkv"
+    summary = render_video(source, probe, near_store(tmp_path / "near.maps", probe), out, STEREO, layout, encode,
+                           **options)  # fmt: skip
+    return probe, out, summary
+
+
+def banner(path: Path) -> str:
+    return run_ffmpeg(["-i", ffmpeg_url(path)], path, "reading", check=False).stderr.decode("utf-8", "replace")
+
+
+def frame_side_data(path: Path) -> str:
+    """showinfo's report of the first decoded frame (frame side data such as the H.264 frame-packing SEI)."""
+    args = ["-i", ffmpeg_url(path), "-frames:v", "1", "-vf", "showinfo", "-f", "null", "-"]
+    return run_ffmpeg(args, path, "decoding", check=False).stderr.decode("utf-8", "replace")
+
+
+def st3d_mode(path: Path) -> int | None:
+    """The stereo mode byte of an MP4's st3d box (Google spherical video V2: 1 top-bottom, 2 left-right)."""
+    data = path.read_bytes()
+    at = data.find(b"st3d")
+    return None if at < 0 else data[at + 8]
+
+
+def decodes(path: Path) -> bool:
+    proc = run_ffmpeg(["-loglevel", "error", "-i", ffmpeg_url(path), "-f", "null", "-"], path, "decoding", check=False)
+    return proc.returncode == 0
+
+
+def with_second_audio_and_chapters(make_clip, tmp_path: Path) -> Path:
+    """A source with two audio tracks (English tone, French silence), a subtitle track and two chapters."""
+    base = make_clip("base.mkv", width=64, height=48, frames=24, fps="24", audio=True, subtitles=True)
+    meta = tmp_path / "chapters.txt"
+    meta.write_text(
+        ";FFMETADATA1\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=0\nEND=500\ntitle=One\n"
+        "[CHAPTER]\nTIMEBASE=1/1000\nSTART=500\nEND=1000\ntitle=Two\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "source.mkv"
+    run_ffmpeg(
+        [
+            "-i", ffmpeg_url(base), "-f", "lavfi", "-i", "anullsrc=r=48000:cl=mono", "-i", ffmpeg_url(meta),
+            "-map", "0", "-map", "1:a", "-map_chapters", "2", "-shortest", "-c", "copy", "-c:a:1", "aac",
+            "-metadata:s:a:1", "language=fra", "-y", ffmpeg_url(out),
+        ],
+        out, "making the test source",
+    )  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("container", [".mp4", ".mkv"])
+def test_every_audio_subtitle_and_chapter_of_the_source_is_in_the_output(make_clip, tmp_path, container):
+    source = with_second_audio_and_chapters(make_clip, tmp_path)
+    probe, video_only, _ = render(tmp_path, source)
+    assert len(probe["audio"]) == 2 and len(probe["subtitles"]) == 1 and probe["chapters"] == 2
+    final = mux_with_source(video_only, source, tmp_path / f"final{container}", probe)
+    out = probe_video(final)
+    assert [a["language"] for a in out["audio"]] == ["eng", "fra"]
+    assert len(out["subtitles"]) == 1 and out["chapters"] == 2
+    assert out["video"]["frame_count"] == probe["video"]["frame_count"]
+    # A/V sync: the video starts where the source's did, within one frame.
+    one_frame = 1 / probe["video"]["fps"]
+    assert abs(out["video"]["start_pts_s"] - probe["video"]["start_pts_s"]) < one_frame
+    assert abs(out["video"]["duration_s"] - probe["video"]["duration_s"]) < one_frame
+
+
+def test_variable_frame_rate_source_keeps_its_timestamps(make_clip, tmp_path):
+    source = make_clip("vfr.mkv", width=64, height=48, frames=30, fps="24", vfr=True, audio=True)
+    probe, video_only, _ = render(tmp_path, source)
+    assert probe["video"]["vfr"]
+    for path in (video_only, mux_with_source(video_only, source, tmp_path / "final.mp4", probe)):
+        got = probe_video(path)["frame_pts_s"]
+        assert len(got) == len(probe["frame_pts_s"])
+        assert np.abs(np.array(got) - np.array(probe["frame_pts_s"])).max() <= 0.001
+
+
+def test_encoder_writes_the_timestamps_it_is_given(tmp_path):
+    pts = [0.0, 0.04, 0.1, 0.12, 0.2, 0.3, 0.301, 0.5]
+    out = tmp_path / "vfr.mkv"
+    with VideoEncoder(out, 32, 32, "25", preset="ultrafast", pts_s=pts, time_base="1/1000") as encoder:
+        for n in range(len(pts)):
+            encoder.write(np.full((32, 32, 3), n * 20, np.uint8))
+    assert probe_video(out)["frame_pts_s"] == pytest.approx(pts, abs=1e-3)
+    assert list(tmp_path.iterdir()) == [out]  # the filter script is gone
+
+
+def test_rotated_source_renders_upright_and_is_not_rotated_again(make_clip, tmp_path):
+    source = make_clip("rotated.mp4", width=64, height=48, frames=8, rotation=90)
+    probe, video_only, summary = render(tmp_path, source)
+    assert (probe["video"]["display_width"], probe["video"]["display_height"]) == (48, 64)
+    assert summary["size"] == [96, 64]
+    final = probe_video(mux_with_source(video_only, source, tmp_path / "final.mp4", probe))
+    assert final["video"]["rotation"] == 0
+    assert (final["video"]["display_width"], final["video"]["display_height"]) == (96, 64)
+
+
+def test_ten_bit_hdr_source_stays_ten_bit_with_its_colour_tags(make_clip, tmp_path):
+    plain = make_clip("plain.mkv", width=64, height=48, frames=6, codec="libx265", pix_fmt="yuv420p10le",
+                      extra=("-x265-params", "log-level=error"))  # fmt: skip
+    # HDR10 signalling in the bitstream's VUI: BT.2020 primaries (9), PQ transfer (16), BT.2020 matrix (9).
+    source = tmp_path / "hdr.mkv"
+    vui = "hevc_metadata=colour_primaries=9:transfer_characteristics=16:matrix_coefficients=9"
+    run_ffmpeg(["-i", ffmpeg_url(plain), "-c", "copy", "-bsf:v", vui, "-y", ffmpeg_url(source)], source, "tagging")
+    probe, video_only, summary = render(tmp_path, source)
+    assert probe["video"]["bit_depth"] == 10 and probe["video"]["color_transfer"] == "smpte2084"
+    assert summary["codec"] == "libx265" and summary["pix_fmt"] == "yuv420p10le"
+    out = probe_video(video_only)["video"]
+    assert out["codec"] == "hevc" and out["bit_depth"] == 10
+    assert (out["color_space"], out["color_primaries"], out["color_transfer"]) == ("bt2020nc", "bt2020", "smpte2084")
+
+
+def test_eight_bit_source_stays_eight_bit_h264(make_clip, tmp_path):
+    source = make_clip("sdr.mp4", width=64, height=48, frames=6)
+    _, video_only, summary = render(tmp_path, source)
+    out = probe_video(video_only)["video"]
+    assert summary["codec"] == "libx264" and out["codec"] == "h264" and out["pix_fmt"] == "yuv420p"
+    assert (out["color_space"], out["color_primaries"], out["color_transfer"]) == ("bt709", "bt709", "bt709")
+
+
+def test_deep_decoding_keeps_more_than_eight_bits(make_clip):
+    source = make_clip("gradient.mkv", width=64, height=48, frames=2, codec="ffv1", pix_fmt="yuv444p10le",
+                       pattern="mandelbrot")  # fmt: skip
+    with FrameReader(source, probe_video(source), deep=True) as frames:
+        frame = next(iter(frames))
+    assert frame.dtype == np.uint16
+    assert np.any(frame % 257 != 0)  # not just 8-bit values scaled up
+
+
+def test_deep_codec_replaces_h264_for_ten_bit_sources_unless_told_to_keep_it():
+    deep = {"bit_depth": 10}
+    assert choose_encoder(deep, EncodeSettings()) == ("libx265", "yuv420p10le")
+    assert choose_encoder(deep, EncodeSettings(deep_codec="same")) == ("libx264", "yuv420p10le")
+    assert choose_encoder({"bit_depth": 8}, EncodeSettings()) == ("libx264", "yuv420p")
+    assert choose_encoder(deep, EncodeSettings(pix_fmt="yuv420p")) == ("libx264", "yuv420p")
+
+
+def test_nvenc_is_used_only_where_it_encodes_else_a_warning_and_software(caplog):
+    with caplog.at_level(logging.WARNING, logger="stereo3d.video"):
+        codec = resolve_codec("hevc_nvenc", "yuv420p10le")
+    if codec == "libx265":
+        assert "hevc_nvenc is not available here" in caplog.text
+    else:
+        assert codec == "hevc_nvenc"  # a machine with an NVENC-capable GPU
+    assert resolve_codec("libx264", "yuv420p") == "libx264"
+
+
+STEREO_READBACK = {
+    "full_sbs": "side by side",
+    "half_sbs": "side by side",
+    "full_tb": "top and bottom",
+    "half_tb": "top and bottom",
+    "cross_eyed": "side by side",
+    "vr180": "side by side",
+    "anaglyph_dubois": None,
+    "anaglyph_color": None,
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_each_layout_has_its_size_and_stereo_signalling(make_clip, tmp_path, layout):
+    source = make_clip("clip.mp4", width=64, height=48, frames=4, audio=True)
+    probe, video_only, summary = render(tmp_path, source, layout, fov_deg=80.0)
+    width, height = output_size(64, 48, layout, fov_deg=80.0)
+    text = banner(video_only)
+    assert re.search(rf"Video: h264.*\b{width}x{height}\b", text), text
+    side = re.search(r"Stereo 3D: ([a-z ]+),.*", text)
+    expected = STEREO_READBACK[layout]
+    assert (side.group(1) if side else None) == expected
+    if layout == "cross_eyed":
+        assert "(inverted)" in side.group(0)  # right eye first
+    final = mux_with_source(video_only, source, tmp_path / "final.mp4", probe)
+    # st3d knows left-right and top-bottom only: cross-eyed (right first) rightly gets no st3d box.
+    mp4_mode = None if layout == "cross_eyed" else {"side by side": 2, "top and bottom": 1, None: None}[expected]
+    assert st3d_mode(final) == mp4_mode
+    assert decodes(final)
+
+
+def test_h264_frame_packing_sei_on_request_survives_the_mux(make_clip, tmp_path):
+    source = make_clip("clip.mp4", width=64, height=48, frames=4)
+    probe, video_only, _ = render(tmp_path, source, "full_tb", EncodeSettings(preset="ultrafast",
+                                                                            stereo_signal="sei"))  # fmt: skip
+    final = mux_with_source(video_only, source, tmp_path / "final.mp4", probe)
+    assert re.search(r"side data - Stereo 3D: type - top and bottom", frame_side_data(final))
+    assert "Stereo 3D" not in banner(final)  # the container says nothing: never both (ffmpeg cannot decode that)
+    assert decodes(final)
