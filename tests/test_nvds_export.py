@@ -1,0 +1,108 @@
+"""NVDS export at the tiny configuration: ONNX agrees with PyTorch, split with monolith; graphs are static."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+
+from stereo3d.errors import BadConfig
+from stereo3d.export.report import read_metadata, validation_path
+from stereo3d.nvds.checkpoint import write_smoke_checkpoint
+from stereo3d.nvds.export import FORBIDDEN_OPS, export_nvds, onnx_names, op_census
+from stereo3d.nvds.model import NvdsConfig
+
+WIDTH, HEIGHT = 96, 64
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_export(root: Path) -> Path:
+    """Smoke weights + split and monolith exports, made once per session (shared with the stabiliser tests)."""
+    out = root / "nvds_tiny"
+    if not (out / "done").exists():
+        torch.set_num_threads(1)
+        write_smoke_checkpoint(out / "NVDS_Stabilizer.pth", NvdsConfig.tiny(), seed=0)
+        export_nvds(out / "NVDS_Stabilizer.pth", out, WIDTH, HEIGHT, config=NvdsConfig.tiny())
+        (out / "done").touch()
+    return out
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory) -> Path:
+    return tiny_export(tmp_path_factory.getbasetemp())
+
+
+def _report(models: Path, role: str) -> dict:
+    return json.loads(validation_path(models / onnx_names(WIDTH, HEIGHT)[role]).read_text())
+
+
+def test_onnx_matches_pytorch(models):
+    for role in ("backbone", "head", "monolith"):
+        report = _report(models, role)
+        assert report["onnx_vs_pytorch"]["max_abs_err"] <= 1e-5, role
+        assert report["providers"][-1] == "CPUExecutionProvider"
+        assert report["opset"] == 17 and report["tier"] == "96x64" and report["smoke"] is True
+
+
+def test_split_onnx_matches_monolith_onnx(models):
+    report = _report(models, "head")
+    assert report["split_vs_monolith_onnx"]["max_abs_err"] <= 1e-5
+    assert report["split_onnx_vs_pytorch_monolith"]["max_abs_err"] <= 1e-5
+    assert report["output_shapes"] == {"stabilized_depth": [1, 1, HEIGHT, WIDTH]}
+
+
+def test_head_and_monolith_graphs_have_no_dynamic_ops(models):
+    for role in ("head", "monolith", "backbone"):
+        model = onnx.load(str(models / onnx_names(WIDTH, HEIGHT)[role]))
+        census = op_census(model)
+        assert not FORBIDDEN_OPS & set(census), (role, census)
+        assert all(d.dim_value > 0 for i in model.graph.input for d in i.type.tensor_type.shape.dim)
+        assert {o.version for o in model.opset_import if o.domain in ("", "ai.onnx")} == {17}
+
+
+def test_contract_facts_are_in_the_metadata(models):
+    meta = read_metadata(models / "NVDS_Head_96x64.onnx")
+    assert meta["stereo3d.model"] == "nvds" and meta["stereo3d.mode"] == "split-head"
+    assert (meta["stereo3d.tier_width"], meta["stereo3d.tier_height"]) == ("96", "64")
+    assert meta["stereo3d.output"] == "near" and "do not invert" in meta["stereo3d.output_semantics"]
+    assert meta["stereo3d.smoke"] == "1" and len(meta["stereo3d.weights_sha256"]) == 64
+    assert read_metadata(models / "NVDS_Backbone_96x64.onnx")["stereo3d.outputs"] == "feat0,feat1,feat2,feat3"
+
+
+def test_reexport_is_byte_identical(models, tmp_path):
+    again = export_nvds(models / "NVDS_Stabilizer.pth", tmp_path, WIDTH, HEIGHT, modes=("monolith",),
+                        ort_check=False, config=NvdsConfig.tiny())
+    assert again[0].read_bytes() == (models / "NVDS_Stabilizer_96x64.onnx").read_bytes()
+
+
+def test_tier_sides_must_be_multiples_of_32(models, tmp_path):
+    with pytest.raises(BadConfig, match="multiples of 32"):
+        export_nvds(models / "NVDS_Stabilizer.pth", tmp_path, 100, 64, config=NvdsConfig.tiny())
+
+
+def test_cli_rejects_a_bad_tier_in_one_line():
+    result = subprocess.run([sys.executable, str(REPO / "scripts/export_nvds_onnx.py"), "--split", "--width", "500",
+                             "--height", "288", "--checkpoint", "absent.pth"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "must be positive multiples of 32" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_source_root_supplies_the_reference_model(tmp_path):
+    from stereo3d.nvds.checkpoint import random_state_dict
+    from stereo3d.nvds.export import _reference_model
+
+    (tmp_path / "full_model.py").write_text(
+        "from stereo3d.nvds.model import NVDS as _Ours, NvdsConfig\n"
+        "class NVDS(_Ours):\n"
+        "    def __init__(self):\n"
+        "        super().__init__(NvdsConfig.tiny())\n")
+    state = random_state_dict(NvdsConfig.tiny(), seed=0)
+    ref = _reference_model(NvdsConfig.tiny(), state, tmp_path / "w.pth", tmp_path)
+    assert type(ref).__module__ == "full_model" and not ref.training
+    with pytest.raises(BadConfig, match="no full_model.py"):
+        _reference_model(NvdsConfig.tiny(), state, tmp_path / "w.pth", tmp_path / "nowhere")

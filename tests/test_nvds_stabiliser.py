@@ -1,0 +1,116 @@
+"""NVDS runtime: causal window over cached features, letterboxing, monolith fallback; no torch needed."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from stereo3d.errors import BadModel
+from stereo3d.nvds.stabiliser import letterbox, open_stabiliser, prepare_frame
+from stereo3d.runtime import SessionOptions
+
+WIDTH, HEIGHT = 96, 64
+CPU = SessionOptions(providers=("cpu",), threads=1)
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    from test_nvds_export import tiny_export  # one export per session, shared with the export tests
+
+    return tiny_export(tmp_path_factory.getbasetemp())
+
+
+def _frames(n, h, w, seed=0):
+    """Moving gradient scenes with a near map that follows them."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    frames = []
+    for i in range(n):
+        near = (0.5 + 0.5 * np.sin((xx + 3 * i) / 9.0) * np.cos(yy / 7.0)).astype(np.float32)
+        rgb = np.stack([near * 255, (xx / w) * 255, rng.uniform(0, 255, (h, w))], axis=-1).astype(np.uint8)
+        frames.append((rgb, near))
+    return frames
+
+
+def test_split_graphs_are_preferred_and_outputs_have_the_near_size(models):
+    stab = open_stabiliser(models, WIDTH, HEIGHT, CPU)
+    assert stab.mode == "split" and stab.smoke
+    for rgb, near in _frames(5, 80, 120):
+        out = stab.step(rgb, near)
+        assert out.shape == (80, 120) and out.dtype == np.float32 and np.isfinite(out).all()
+
+
+def test_warm_up_frames_see_the_current_frame_four_times(models):
+    frames = _frames(5, 64, 96)
+    stab = open_stabiliser(models, WIDTH, HEIGHT, CPU)
+    sequential = [stab.step(*f) for f in frames]
+    alone = open_stabiliser(models, WIDTH, HEIGHT, CPU)
+    for i in (1, 2):
+        alone.reset()
+        np.testing.assert_array_equal(alone.step(*frames[i]), sequential[i])
+    alone.reset()
+    assert not np.array_equal(alone.step(*frames[3]), sequential[3])  # frame 3 has its real window
+
+
+def test_priming_with_the_three_previous_frames_continues_the_sequence(models):
+    frames = _frames(5, 64, 96)
+    stab = open_stabiliser(models, WIDTH, HEIGHT, CPU)
+    sequential = [stab.step(*f) for f in frames]
+    stab.reset()
+    stab.prime(frames[1:4])
+    np.testing.assert_array_equal(stab.step(*frames[4]), sequential[4])
+
+
+def test_other_aspects_are_letterboxed_and_cropped_back():
+    box = letterbox(90, 160, WIDTH, HEIGHT)  # 16:9 into 3:2
+    assert (box.left, box.width) == (0, 96) and box.height == 54 and box.top == 5
+    rgb = np.full((90, 160, 3), 200, np.uint8)
+    near = np.full((90, 160), 0.75, np.float32)
+    rgbd, box = prepare_frame(rgb, near, WIDTH, HEIGHT)
+    assert rgbd.shape == (4, HEIGHT, WIDTH)
+    assert np.all(rgbd[:, :box.top] == 0) and np.all(rgbd[:, box.top + box.height:] == 0)  # pads: normalised 0, near 0
+    np.testing.assert_allclose(box.crop(rgbd[3]), 0.75, atol=1e-6)
+
+
+def test_a_non_tier_aspect_runs_end_to_end(models):
+    stab = open_stabiliser(models, WIDTH, HEIGHT, CPU)
+    for rgb, near in _frames(2, 90, 160):
+        out = stab.step(rgb, near)
+        assert out.shape == (90, 160) and np.isfinite(out).all()
+
+
+def test_monolith_is_the_fallback_and_agrees_with_the_split(models, tmp_path):
+    shutil.copy(models / "NVDS_Stabilizer_96x64.onnx", tmp_path)
+    mono = open_stabiliser(tmp_path, WIDTH, HEIGHT, CPU)
+    split = open_stabiliser(models, WIDTH, HEIGHT, CPU)
+    assert mono.mode == "monolith"
+    for rgb, near in _frames(5, 64, 96):
+        np.testing.assert_allclose(mono.step(rgb, near), split.step(rgb, near), rtol=0, atol=1e-5)
+
+
+def test_missing_graphs_are_one_bad_model_line(tmp_path):
+    with pytest.raises(BadModel, match="no NVDS graphs for tier 96x64"):
+        open_stabiliser(tmp_path, WIDTH, HEIGHT, CPU)
+
+
+def test_a_graph_of_another_tier_is_refused(models, tmp_path):
+    shutil.copy(models / "NVDS_Stabilizer_96x64.onnx", tmp_path / "NVDS_Stabilizer_128x64.onnx")
+    with pytest.raises(BadModel, match="for tier 96x64, expected 128x64"):
+        open_stabiliser(tmp_path, 128, 64, CPU)
+
+
+def test_tensorrt_requests_are_served_by_cuda(models, caplog):
+    with caplog.at_level(logging.WARNING):
+        stab = open_stabiliser(models, WIDTH, HEIGHT, SessionOptions(providers=("tensorrt", "cpu"), threads=1))
+    assert stab.mode == "split"
+    assert "TensorRT" not in " ".join(stab._sessions["head"].get_providers())
+
+
+def test_runtime_module_does_not_import_torch():
+    code = "import sys, stereo3d.nvds.stabiliser; assert 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
