@@ -1,0 +1,100 @@
+"""Export DA3 Small/Base to fixed-size, depth-only ONNX (thin adapter over stereo3d.export.da3).
+
+Command line (the seed's options, names keep both contracts apart):
+    python scripts/da3_to_onnx.py --variant both --validate --fold-preprocess --size 518
+Snakemake (`script:`): input.weights; output.onnx, output.validation; params variant, size, contract,
+opset, validate, fail_rel_mean_err, exporter; log[0].
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+# Run from a checkout without installing the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.vendor:
+        _use_vendor(args.vendor)
+    from stereo3d.errors import StereoError
+    from stereo3d.export.da3 import da3_onnx_name, export_da3
+    from stereo3d.export.names import da3_weights_folder  # seed layout: <src-root>/{Small,Base}/model.safetensors
+
+    contract = "uint8" if args.fold_preprocess else "float"
+    variants = ["small", "base"] if args.variant == "both" else [args.variant]
+    try:
+        for variant in variants:
+            export_da3(
+                weights=Path(args.src_root) / da3_weights_folder(variant) / "model.safetensors",
+                out_path=Path(args.out_dir) / da3_onnx_name(variant, args.size, contract),
+                variant=variant, size=args.size, contract=contract, opset=args.opset, device=args.device,
+                validate=args.validate, fail_rel_mean_err=args.fail_rel_mean_err, exporter=args.exporter,
+            )
+    except StereoError as exc:
+        logging.getLogger("da3_to_onnx").error("%s", exc)
+        return 1
+    return 0
+
+
+def run_snakemake(smk) -> None:
+    """Snakemake `script:` entry: one export, logged to log[0]; a bad input fails in one line."""
+    from stereo3d.scripting import run_guarded, setup_logging
+
+    setup_logging(smk.log[0])
+    logging.captureWarnings(True)
+    run_guarded(lambda: _export_for_rule(smk))
+
+
+def _export_for_rule(smk) -> None:
+    from stereo3d.export.da3 import export_da3
+    from stereo3d.export.report import validation_path
+
+    params = smk.params
+    out = Path(smk.output.onnx)
+    # The package writes the report beside the model under a fixed name; the rule must declare that one.
+    if "validation" in smk.output.keys() and Path(smk.output.validation) != validation_path(out):
+        raise ValueError(f"output.validation must be {validation_path(out)}, got {smk.output.validation}")
+    export_da3(
+        weights=smk.input.weights, out_path=out, variant=params.variant, size=int(params.size),
+        contract=params.contract, opset=int(params.get("opset", 18)), device=params.get("device", "cpu"),
+        validate=bool(params.get("validate", True)), fail_rel_mean_err=params.get("fail_rel_mean_err"),
+        exporter=params.get("exporter", "dynamo"),
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--variant", choices=["small", "base", "both"], default="small")
+    p.add_argument("--src-root", default="weights/DA3", help="folder holding Small/ and Base/ model.safetensors")
+    p.add_argument("--vendor", help="DA3 source root containing depth_anything_3/ (default: installed package)")
+    p.add_argument("--out-dir", default="models/DA3")
+    p.add_argument("--size", type=int, default=518, help="fixed square input side, a multiple of 14")
+    p.add_argument("--opset", type=int, default=18)
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N], used for tracing")
+    p.add_argument("--validate", action=argparse.BooleanOptionalAction, default=True,
+                   help="compare ONNX Runtime (CPU) with PyTorch at batch 1 and 2")
+    p.add_argument("--fold-preprocess", action="store_true",
+                   help="uint8 NHWC RGB input, ImageNet normalisation inside the graph (file name gets _u8)")
+    p.add_argument("--fail-rel-mean-err", type=float, default=None,
+                   help="fail when ONNX vs PyTorch relative mean error exceeds this (default: warn above 1e-2)")
+    p.add_argument("--exporter", choices=["dynamo", "legacy"], default="dynamo")
+    return p
+
+
+def _use_vendor(root: str) -> None:
+    """A vendored DA3 tree takes precedence over the installed package."""
+    if not (Path(root) / "depth_anything_3").is_dir():
+        raise SystemExit(f"--vendor {root}: no depth_anything_3/ folder there")
+    sys.path.insert(0, str(Path(root).resolve()))
+
+
+if "snakemake" in globals():
+    run_snakemake(snakemake)
+elif __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""DA3 export: Small at side 140 with smoke weights, both contracts, shared across the tests below."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from stereo3d.errors import BadConfig
+from stereo3d.export.da3 import (
+    CONTRACTS,
+    VARIANTS,
+    da3_onnx_name,
+    export_da3,
+    normalise_image,
+    parse_da3_onnx_name,
+)
+from stereo3d.export.report import read_metadata, validation_path
+
+SIZE = 140
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "da3_to_onnx.py"
+
+
+def _needs_export_stack():
+    for module in ("torch", "onnx", "onnxscript", "onnxruntime", "safetensors", "depth_anything_3.cfg"):
+        pytest.importorskip(module)
+
+
+@pytest.fixture(scope="module")
+def smoke_weights(tmp_path_factory):
+    _needs_export_stack()
+    from stereo3d.export.da3 import write_smoke_weights
+
+    return write_smoke_weights(tmp_path_factory.mktemp("weights") / "Small" / "model.safetensors", "small")
+
+
+@pytest.fixture(scope="module")
+def exported(smoke_weights, tmp_path_factory):
+    """contract -> (onnx path, report); each export takes tens of seconds on 2 CPU cores."""
+    out_dir = tmp_path_factory.mktemp("models")
+    result = {}
+    for contract in CONTRACTS:
+        path = out_dir / da3_onnx_name("small", SIZE, contract)
+        result[contract] = path, export_da3(smoke_weights, path, "small", size=SIZE, contract=contract)
+    return result
+
+
+def _session(path):
+    from stereo3d.runtime import SessionOptions, open_session
+
+    return open_session(path, SessionOptions(providers=("cpu",)))
+
+
+def _rgb(batch, seed=1):
+    return np.random.default_rng(seed).integers(0, 256, (batch, SIZE, SIZE, 3), dtype=np.uint8)
+
+
+def _rel(a, b):
+    return float(np.mean(np.abs(a - b)) / np.mean(np.abs(a)))
+
+
+# -- names -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    (("small", 518, "float"), "da3_small.onnx"),
+    (("base", 518, "float"), "da3_base.onnx"),
+    (("small", 280, "float"), "da3_small_280.onnx"),
+    (("small", 518, "uint8"), "da3_small_u8.onnx"),
+    (("base", 280, "uint8"), "da3_base_280_u8.onnx"),
+])
+def test_names_follow_the_seed_and_keep_contracts_apart(args, name):
+    assert da3_onnx_name(*args) == name
+    assert parse_da3_onnx_name(name) == args
+
+
+def test_variants_and_contracts_are_the_workflow_names():
+    from stereo3d.export import names
+
+    assert (tuple(VARIANTS), CONTRACTS) == (names.DA3_VARIANTS, names.DA3_CONTRACTS)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("size", [14, 140, 518, 1036])
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_name_round_trip(variant, size, contract):
+    assert parse_da3_onnx_name(da3_onnx_name(variant, size, contract)) == (variant, size, contract)
+
+
+@pytest.mark.parametrize("name", ["da3_large.onnx", "da3_small_518.onnx", "da3_small_141.onnx", "nvds.onnx",
+                                  "da3_small_u8_280.onnx"])
+def test_bad_names_are_rejected(name):
+    with pytest.raises(BadConfig):
+        parse_da3_onnx_name(name)
+
+
+@pytest.mark.parametrize("size", [141, 0, 500])
+def test_size_not_multiple_of_14_is_rejected(size, tmp_path):
+    with pytest.raises(BadConfig, match="multiple of 14"):
+        export_da3(tmp_path / "missing.safetensors", tmp_path / "m.onnx", "small", size=size)
+    assert not list(tmp_path.iterdir())
+
+
+# -- the exported graphs -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_onnx_matches_pytorch(exported, contract):
+    report = exported[contract][1]
+    assert report["rel_mean_err"] <= 1e-5
+    assert report["batches"]["1"]["output_shape"] == [1, SIZE, SIZE]
+    assert report["batches"]["2"]["output_shape"] == [2, SIZE, SIZE]
+
+
+def test_onnx_checker_full_check_passes(exported):
+    import onnx
+
+    onnx.checker.check_model(str(exported["float"][0]), full_check=True)
+
+
+def test_only_the_batch_axis_is_dynamic(exported):
+    import onnx
+
+    model = onnx.load(str(exported["float"][0]), load_external_data=False)
+    (inp,), (out,) = model.graph.input, model.graph.output
+    dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (inp, out)]
+    assert dims == [["batch", 3, SIZE, SIZE], ["batch", SIZE, SIZE]]
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_batch_of_three_equals_three_single_frames(exported, contract):
+    session = _session(exported[contract][0])
+    rgb = _rgb(3)
+    x = rgb if contract == "uint8" else normalise_image(rgb)
+    batched = session.run(["depth"], {"image": x})[0]
+    assert batched.shape == (3, SIZE, SIZE) and batched.dtype == np.float32
+    singles = np.concatenate([session.run(["depth"], {"image": x[i : i + 1]})[0] for i in range(3)])
+    assert _rel(singles, batched) < 1e-5
+
+
+def test_float_and_uint8_contracts_agree(exported):
+    rgb = _rgb(2, seed=7)
+    from_float = _session(exported["float"][0]).run(["depth"], {"image": normalise_image(rgb)})[0]
+    from_uint8 = _session(exported["uint8"][0]).run(["depth"], {"image": rgb})[0]
+    assert np.max(np.abs(from_float - from_uint8) / np.abs(from_float)) <= 1e-4
+
+
+def test_smoke_depth_is_not_flat(exported):
+    low, high = exported["float"][1]["reference_depth_range"]
+    assert high > 2 * low > 0  # the demo renders it: visible variation
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_metadata_states_the_contract(exported, contract, smoke_weights):
+    from stereo3d.export.report import sha256_file
+
+    meta = read_metadata(exported[contract][0])
+    assert meta["stereo3d.model"] == "da3"
+    assert (meta["stereo3d.variant"], meta["stereo3d.size"], meta["stereo3d.contract"]) == ("small", "140", contract)
+    assert (meta["stereo3d.input_name"], meta["stereo3d.output_name"]) == ("image", "depth")
+    assert meta["stereo3d.input_layout"] == ("NCHW" if contract == "float" else "NHWC")
+    assert json.loads(meta["stereo3d.norm_mean"]) == [0.485, 0.456, 0.406]
+    assert json.loads(meta["stereo3d.norm_std"]) == [0.229, 0.224, 0.225]
+    assert "smaller = nearer" in meta["stereo3d.output_semantics"]
+    assert meta["stereo3d.weights_sha256"] == sha256_file(smoke_weights)
+    assert meta["stereo3d.smoke"] == "true"
+
+
+def test_validation_json_sits_beside_the_model(exported):
+    path, report = exported["uint8"]
+    on_disk = json.loads(validation_path(path).read_text())
+    assert on_disk == json.loads(json.dumps(report))
+    for key in ("output_shape", "max_abs_err", "mean_abs_err", "rel_mean_err", "providers", "opset", "exporter",
+                "variant", "size", "contract", "weights_sha256", "export_seconds", "file_bytes"):
+        assert key in on_disk, key
+    assert on_disk["providers"] == ["CPUExecutionProvider"]
+    assert on_disk["file_bytes"] == path.stat().st_size
+    assert (on_disk["variant"], on_disk["size"], on_disk["contract"], on_disk["opset"]) == ("small", 140, "uint8", 18)
+
+
+def test_reexport_is_byte_identical(exported, smoke_weights, tmp_path):
+    first = exported["uint8"][0]
+    again = tmp_path / first.name
+    export_da3(smoke_weights, again, "small", size=SIZE, contract="uint8", validate=False)
+    assert again.read_bytes() == first.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name, first.name + ".validation.json"]
+
+
+def test_export_patches_are_undone():
+    _needs_export_stack()
+    from depth_anything_3.model.dinov2.layers import rope
+
+    from stereo3d.export.da3 import export_patches
+
+    before = rope.PositionGetter.__call__, rope.RotaryPositionEmbedding2D.forward
+    with export_patches():
+        assert rope.PositionGetter.__call__ is not before[0]
+    assert (rope.PositionGetter.__call__, rope.RotaryPositionEmbedding2D.forward) == before
+
+
+def test_patched_rope_path_matches_upstream():
+    _needs_export_stack()
+    import torch
+
+    from stereo3d.export.da3 import build_da3, depth_module, export_patches
+
+    torch.manual_seed(0)
+    net = build_da3("small")
+    net.cam_enc = net.cam_dec = None
+    model = depth_module(net)
+    x = torch.from_numpy(normalise_image(_rgb(1)))
+    with torch.no_grad():
+        upstream = model(x)
+        with export_patches():
+            patched = model(x)
+    assert torch.equal(upstream, patched)
+
+
+# -- the script adapter ------------------------------------------------------------------------------
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("da3_to_onnx_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def recorded_exports(monkeypatch):
+    import stereo3d.export.da3 as da3
+
+    calls = []
+    monkeypatch.setattr(da3, "export_da3", lambda **kwargs: calls.append(kwargs) or {})
+    return calls
+
+
+def test_cli_maps_seed_options(recorded_exports, tmp_path):
+    rc = _load_script().main(["--variant", "both", "--src-root", str(tmp_path), "--out-dir", "out", "--size", "280",
+                              "--fold-preprocess", "--no-validate", "--fail-rel-mean-err", "1e-3"])
+    assert rc == 0
+    assert [(c["variant"], Path(c["weights"]).relative_to(tmp_path).as_posix(), Path(c["out_path"]).as_posix())
+            for c in recorded_exports] == [("small", "Small/model.safetensors", "out/da3_small_280_u8.onnx"),
+                                           ("base", "Base/model.safetensors", "out/da3_base_280_u8.onnx")]
+    assert {(c["contract"], c["validate"], c["fail_rel_mean_err"], c["size"]) for c in recorded_exports} == {
+        ("uint8", False, 1e-3, 280)}
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path, caplog):
+    assert _load_script().main(["--src-root", str(tmp_path), "--out-dir", str(tmp_path), "--size", "141"]) == 1
+    (record,) = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "multiple of 14" in record.getMessage() and "\n" not in record.getMessage()
+
+
+@pytest.fixture
+def restore_logging():
+    import logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    yield
+    for handler in root.handlers:
+        if handler not in saved[0]:
+            handler.close()
+    root.handlers[:], root.level = saved[0], saved[1]
+    logging.captureWarnings(False)
+
+
+def test_snakemake_adapter_passes_params(recorded_exports, tmp_path, restore_logging):
+    class Named(SimpleNamespace):
+        def get(self, key, default=None):
+            return getattr(self, key, default)
+
+        def keys(self):
+            return vars(self).keys()
+
+    onnx = tmp_path / "da3_small_140_u8.onnx"
+    smk = SimpleNamespace(
+        input=Named(weights="w/Small/model.safetensors"),
+        output=Named(onnx=str(onnx), validation=str(onnx) + ".validation.json"),
+        params=Named(variant="small", size=140, contract="uint8", opset=18, validate=True, fail_rel_mean_err=0.01,
+                     exporter="dynamo"),
+        log=[str(tmp_path / "export.log")],
+    )
+    _load_script().run_snakemake(smk)
+    assert (tmp_path / "export.log").is_file()
+    assert recorded_exports == [dict(weights="w/Small/model.safetensors", out_path=onnx, variant="small", size=140,
+                                     contract="uint8", opset=18, device="cpu", validate=True, fail_rel_mean_err=0.01,
+                                     exporter="dynamo")]
+
+
+def test_legacy_exporter_also_gives_static_output_dims(smoke_weights, tmp_path):
+    import onnx
+
+    path = tmp_path / "da3_small_140.onnx"
+    report = export_da3(smoke_weights, path, "small", size=SIZE, exporter="legacy")
+    assert report["rel_mean_err"] <= 1e-5
+    (out,) = onnx.load(str(path), load_external_data=False).graph.output
+    assert [d.dim_param or d.dim_value for d in out.type.tensor_type.shape.dim] == ["batch", SIZE, SIZE]
+
+
+def test_mismatch_above_the_limit_leaves_no_model(exported, smoke_weights, tmp_path, monkeypatch):
+    import onnx
+
+    import stereo3d.export.da3 as da3
+    from stereo3d.errors import ExportMismatch
+
+    # Reuse the fixture's graph instead of exporting again: only the validation outcome matters here.
+    monkeypatch.setattr(da3, "_export_graph", lambda *args: onnx.load(str(exported["float"][0])))
+    out = tmp_path / exported["float"][0].name
+    with pytest.raises(ExportMismatch, match="exceeds the limit 1e-12"):
+        export_da3(smoke_weights, out, "small", size=SIZE, fail_rel_mean_err=1e-12)
+    assert list(tmp_path.iterdir()) == []

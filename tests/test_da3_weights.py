@@ -1,0 +1,141 @@
+"""DA3 hub weights: smoke files in the real layout load cleanly; every bad file fails in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("depth_anything_3.cfg")
+
+import torch  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+
+from stereo3d.errors import BadWeights  # noqa: E402
+from stereo3d.export.da3 import (  # noqa: E402
+    ALIAS_KEYS,
+    build_da3,
+    is_smoke_weights,
+    load_da3_weights,
+    write_smoke_weights,
+)
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory):
+    return write_smoke_weights(tmp_path_factory.mktemp("da3w") / "Small" / "model.safetensors", "small")
+
+
+@pytest.fixture(scope="module")
+def small_tensors(small_file):
+    return load_file(str(small_file))
+
+
+@pytest.fixture(scope="module")
+def small_net():
+    # Failing loads raise before load_state_dict, so one model serves every test.
+    return build_da3("small")
+
+
+def _write(path, tensors, metadata=None):
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=metadata)
+    return path
+
+
+def _one_line_error(excinfo, *fragments):
+    message = str(excinfo.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_smoke_file_has_the_hub_layout(small_file):
+    with safe_open(str(small_file), framework="pt") as fh:
+        keys = list(fh.keys())
+        metadata = fh.metadata()
+    assert len(keys) == 437
+    assert all(k.startswith("model.") for k in keys)
+    assert not set(ALIAS_KEYS) & {k.removeprefix("model.") for k in keys}  # aliases stored once
+    assert {"model.cam_enc.pose_branch.fc1.weight", "model.backbone.pretrained.camera_token"} <= set(keys)
+    assert metadata["stereo3d"] == "smoke"
+    assert is_smoke_weights(small_file)
+
+
+def test_smoke_weights_are_reproducible(small_file, tmp_path):
+    again = write_smoke_weights(tmp_path / "model.safetensors", "small")
+    assert again.read_bytes() == small_file.read_bytes()
+
+
+def test_smoke_weights_load_cleanly(small_net, small_file, small_tensors):
+    facts = load_da3_weights(small_net, small_file)
+    assert facts == {"tensors": 437, "cast_from": [], "smoke": True}
+    state = small_net.state_dict()
+    token = "backbone.pretrained.camera_token"  # on the depth path even with one view (spec section 3)
+    assert torch.equal(state[token], small_tensors["model." + token])
+    for alias, source in ALIAS_KEYS.items():
+        assert torch.equal(state[alias], small_tensors["model." + source])
+
+
+def test_half_precision_file_is_cast_to_float32(small_net, small_tensors, tmp_path):
+    path = _write(tmp_path / "half.safetensors", {k: v.half() for k, v in small_tensors.items()})
+    assert load_da3_weights(small_net, path)["cast_from"] == ["float16"]
+    assert small_net.state_dict()["head.norm.weight"].dtype == torch.float32
+    assert not is_smoke_weights(path)
+
+
+def test_missing_file_is_named(small_net, tmp_path):
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(small_net, tmp_path / "Small" / "model.safetensors")
+    _one_line_error(excinfo, "Small/model.safetensors", "not found")
+
+
+def test_truncated_file_is_rejected(small_net, small_file, tmp_path):
+    data = small_file.read_bytes()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(small_net, path)
+    _one_line_error(excinfo, str(path), "truncated or corrupt")
+
+
+def test_unexpected_key_is_named(small_net, small_tensors, tmp_path):
+    tensors = dict(small_tensors, **{"model.head.extra.weight": torch.zeros(3)})
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(small_net, _write(tmp_path / "extra.safetensors", tensors))
+    _one_line_error(excinfo, "1 unexpected keys", "head.extra.weight", "438 tensors")
+
+
+def test_missing_key_is_named(small_net, small_tensors, tmp_path):
+    tensors = {k: v for k, v in small_tensors.items() if k != "model.backbone.pretrained.camera_token"}
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(small_net, _write(tmp_path / "missing.safetensors", tensors))
+    _one_line_error(excinfo, "1 missing keys (backbone.pretrained.camera_token)")
+
+
+def test_only_the_six_alias_keys_may_be_missing(small_net, small_tensors, tmp_path):
+    # Without the stored .0.2 LayerNorm the aliases cannot be filled either: 2 + 6 keys missing.
+    tensors = {k: v for k, v in small_tensors.items() if ".output_conv2_aux.0.2." not in k}
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(small_net, _write(tmp_path / "no_ln.safetensors", tensors))
+    _one_line_error(excinfo, "8 missing keys", "output_conv2_aux.0.2.bias")
+
+
+def test_misshaped_tensor_names_key_and_shapes(small_net, small_tensors, tmp_path):
+    tensors = dict(small_tensors, **{"model.head.scratch.output_conv1.weight": torch.zeros(32, 64, 1, 1)})
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(small_net, _write(tmp_path / "shape.safetensors", tensors))
+    _one_line_error(excinfo, "head.scratch.output_conv1.weight file [32, 64, 1, 1] vs model [32, 64, 3, 3]")
+
+
+def test_another_models_file_is_not_a_da3_checkpoint(small_net, tmp_path):
+    other = {"module.encoder.conv1.weight": torch.zeros(8, 3, 3, 3), "module.head.bias": torch.zeros(8)}
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(small_net, _write(tmp_path / "nvds.safetensors", other))
+    _one_line_error(excinfo, "not a DA3 checkpoint", "2 tensors")
+
+
+def test_base_weights_into_small_say_so(small_net, tmp_path):
+    base = write_smoke_weights(tmp_path / "Base" / "model.safetensors", "base")
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(small_net, base)
+    _one_line_error(excinfo, "DA3 Base weights", "model is DA3 Small", "wrong variant")
