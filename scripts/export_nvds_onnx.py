@@ -7,8 +7,6 @@ From Snakemake (``script:``): input.checkpoint; output: the ONNX file(s); params
 mode ("split"/"monolith"), opset, fail_max_abs_err (optional), dynamic_batch (optional); log[0].
 """
 
-from __future__ import annotations
-
 import argparse
 import logging
 import sys
@@ -60,11 +58,16 @@ def run(checkpoint, out_dir, width, height, mode, tiny=False, **kwargs) -> list[
 
 
 def _snakemake_main(smk) -> None:
-    logging.basicConfig(filename=smk.log[0], level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from stereo3d.scripting import run_guarded, setup_logging
+
+    setup_logging(smk.log[0])
+    run_guarded(lambda: _snakemake_export(smk))
+
+
+def _snakemake_export(smk) -> None:
     params = smk.params
     mode = params.get("mode", "split")
-    outputs = [Path(p) for p in smk.output if str(p).endswith(".onnx")]
+    outputs = [Path(p) for p in smk.output if str(p).endswith(".onnx")]  # the validation JSONs sit beside them
     monolith = outputs[0] if mode == "monolith" and outputs else None
     run(smk.input.checkpoint, outputs[0].parent, int(params.width), int(params.height), mode,
         tiny=bool(params.get("tiny", False)), opset=int(params.get("opset", 17)),

@@ -1,6 +1,7 @@
 """Near maps from raw depth, stabilised over time (rule near_maps)."""
 
 import json
+from pathlib import Path
 
 from stereo3d.scripting import run_guarded, session_options, setup_logging
 from stereo3d.stabilise import make_near_maps
@@ -16,8 +17,10 @@ def main():
         method=near["method"],
         low_pct=near["low_pct"],
         high_pct=near["high_pct"],
-        ema_alpha=near["ema_alpha"],
-        cut_threshold=near["cut_threshold"],
+        ema_alpha=near.get("ema_alpha", 0.1),
+        cut_threshold=near.get("cut_threshold", 0.25),
+        nvds_models=Path(snakemake.input.nvds[0]).parent if snakemake.input.nvds else None,
+        nvds_tier=tuple(int(v) for v in near.get("nvds_tier", "512x288").split("x")),
         options=session_options(snakemake.config["runtime"]),
     )
 

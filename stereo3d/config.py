@@ -87,6 +87,12 @@ def check_semantics(config: dict, source: str | Path) -> None:
         if size % 14:
             suggestion = max(14, round(size / 14) * 14)
             raise BadConfig(source, f"{key}: {size} is not a multiple of 14 (DA3's patch size); try {suggestion}")
+    tiers = [("stabilise.nvds_tier", config["stabilise"]["nvds_tier"])]
+    tiers += [(f"export.nvds_tiers[{i}]", t) for i, t in enumerate(config["export"]["nvds_tiers"])]
+    for key, tier in tiers:
+        width, height = (int(v) for v in tier.split("x"))
+        if width % 32 or height % 32 or min(width, height) < 32:
+            raise BadConfig(source, f"{key}: {tier} must be WIDTHxHEIGHT in multiples of 32 (NVDS), e.g. 512x288")
     near = config["near"]
     if near["low_pct"] >= near["high_pct"]:
         raise BadConfig(source, f"near.low_pct ({near['low_pct']}) must be below near.high_pct ({near['high_pct']})")

@@ -57,6 +57,7 @@ wildcard_constraints:
     stem=DA3_STEM,
     dkey=r"da3_(small|base)_[0-9]+_(float|u8)_(letterbox|resize)",
     nkey=r"[a-z0-9]+-[0-9a-f]{8}",
+    tier=r"[0-9]+x[0-9]+",
     rkey=r"[a-z0-9_]+-[0-9a-f]{8}",
     tag="|".join(LAYOUT_TAGS.values()),
 
@@ -66,9 +67,23 @@ def da3_settings(video):
     return config["da3"]
 
 
+NEAR_KEYS = {
+    "frame": (),
+    "ema": ("ema_alpha", "cut_threshold"),
+    "nvds": ("nvds_tier",),
+}
+
+
 def near_settings(video):
-    """Everything that changes the near maps' bytes."""
-    return {**config["near"], **config["stabilise"]}
+    """Everything that changes the near maps' bytes (and nothing that doesn't, so a setting of
+    another method changes no path)."""
+    stabilise = config["stabilise"]
+    method = stabilise["method"]
+    settings = {**config["near"], "method": method}
+    settings.update({key: stabilise[key] for key in NEAR_KEYS[method]})
+    if method == "nvds":
+        settings["nvds_architecture"] = config["export"]["nvds_architecture"]
+    return settings
 
 
 def render_settings(video):
@@ -143,6 +158,31 @@ def get_da3_model(wildcards):
     return da3_model(wildcards.variant, wildcards.size, contract)
 
 
+def nvds_weights():
+    return f"{WEIGHTS}/NVDS/NVDS_Stabilizer.pth"
+
+
+def nvds_models(tier, graphs):
+    if graphs == "split":
+        return [
+            f"{MODELS}/NVDS/NVDS_Backbone_{tier}.onnx",
+            f"{MODELS}/NVDS/NVDS_Head_{tier}.onnx",
+        ]
+    return [f"{MODELS}/NVDS/NVDS_Stabilizer_{tier}.onnx"]
+
+
+def uses_nvds(video):
+    return near_settings(video)["method"] == "nvds"
+
+
+def get_near_models(wildcards):
+    if not uses_nvds(wildcards.video):
+        return []
+    return nvds_models(
+        config["stabilise"]["nvds_tier"], config["stabilise"]["nvds_graphs"]
+    )
+
+
 def get_export_outputs():
     wanted = {
         (s["variant"], s["size"], s["contract"]) for s in map(da3_settings, VIDEOS)
@@ -168,8 +208,13 @@ def _check_weights():
         if not path.is_file():
             raise WorkflowError(
                 f"bad config: {path}: DA3 {variant} weights not found; place model.safetensors there "
-                "(see README: Using real weights) or run the demo with --configfile demo/config.yaml"
+                "(see README: Converting your library) or run the demo with --configfile=demo/config.yaml"
             )
+    if any(map(uses_nvds, VIDEOS)) and not Path(nvds_weights()).is_file():
+        raise WorkflowError(
+            f"bad config: {nvds_weights()}: NVDS weights not found (stabilise.method is nvds); place "
+            "NVDS_Stabilizer.pth there or choose stabilise.method: ema"
+        )
 
 
 _check_weights()

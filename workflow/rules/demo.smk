@@ -30,6 +30,19 @@ if DEMO:
         script:
             "../../scripts/smoke_weights.py"
 
+    # A seeded random NVDS checkpoint in the real layout (flat state dict, `module.` prefix).
+    rule smoke_nvds_weights:
+        output:
+            nvds_weights(),
+        log:
+            f"{LOGS}/smoke_nvds_weights.log",
+        conda:
+            "../../envs/export.yaml"
+        params:
+            tiny=config["export"]["nvds_architecture"] == "tiny",
+        script:
+            "../../scripts/smoke_nvds_weights.py"
+
     # Short generated clips: moving content, one with an audio tone, one not 16:9.
     rule demo_library:
         output:

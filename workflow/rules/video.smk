@@ -59,6 +59,7 @@ rule near_maps:
         source=get_source,
         probe=rules.probe.output.json,
         depth=f"{WORK}/{{video}}/depth/{{dkey}}.maps",
+        nvds=get_near_models,
     output:
         maps=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}.maps",
     log:
