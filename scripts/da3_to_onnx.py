@@ -6,8 +6,6 @@ Snakemake (`script:`): input.weights; output.onnx, output.validation; params var
 opset, validate, fail_rel_mean_err, exporter; log[0].
 """
 
-from __future__ import annotations
-
 import argparse
 import logging
 import sys

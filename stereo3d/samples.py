@@ -116,8 +116,8 @@ def make_demo_library(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     specs = {
-        DEMO_CLIPS[0]: dict(width=320, height=180, frames=72, fps="24", audio=True, subtitles=True, pattern="boxes"),
-        DEMO_CLIPS[1]: dict(width=240, height=240, frames=72, fps="24", pattern="mandelbrot"),
+        DEMO_CLIPS[0]: dict(width=320, height=180, frames=48, fps="16", audio=True, subtitles=True, pattern="boxes"),
+        DEMO_CLIPS[1]: dict(width=240, height=240, frames=48, fps="16", pattern="mandelbrot"),
     }
     paths = []
     for name, spec in specs.items():

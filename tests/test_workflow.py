@@ -1,0 +1,130 @@
+"""The whole workflow, for real: Snakemake on a tiny generated library in a temporary folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stereo3d import samples
+from stereo3d.probe import probe_video
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [*SNAKEMAKE, "--directory", str(workdir), f"--configfile={workdir / 'test.yaml'}", "--cores", "2", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if check and done.returncode != 0:
+        raise AssertionError(f"snakemake failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+    return done
+
+
+def write_config(workdir: Path, **overrides) -> None:
+    config = {
+        "library": {"folder": "videos"},
+        "da3": {"size": 140, "batch": 2},
+        "encode": {"preset": "ultrafast"},
+        "runtime": {"providers": ["cpu"]},
+    }
+    for key, value in overrides.items():
+        config.setdefault(key, {}).update(value) if isinstance(value, dict) else config.__setitem__(key, value)
+    (workdir / "test.yaml").write_text(yaml.safe_dump(config))
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """A two-clip library (one 16:9 with audio, one 4:3 without) converted with smoke DA3 weights."""
+    from stereo3d.export.da3 import write_smoke_weights
+
+    workdir = tmp_path_factory.mktemp("library")
+    videos = workdir / "videos"
+    videos.mkdir()
+    samples.make_clip(videos / "tone.mp4", width=160, height=90, frames=12, fps="12", audio=True)
+    samples.make_clip(videos / "square.mkv", width=120, height=90, frames=10, fps="10")
+    write_smoke_weights(workdir / "weights/DA3/Small/model.safetensors", "small", seed=0)
+    write_config(workdir)
+    run = snakemake(workdir)
+    return workdir, run
+
+
+def test_every_video_becomes_a_full_sbs_file_with_its_frames_and_audio(converted):
+    workdir, _ = converted
+    for name, has_audio in (("tone.mp4", True), ("square.mkv", False)):
+        source = probe_video(workdir / "videos" / name)
+        out = workdir / "results" / Path(name).stem / f"{Path(name).stem}_LRF_Full_SBS.mp4"
+        assert out.is_file(), out
+        result = probe_video(out)
+        assert result["video"]["width"] == 2 * source["video"]["width"]
+        assert result["video"]["height"] == source["video"]["height"]
+        assert result["video"]["frame_count"] == source["video"]["frame_count"]
+        assert bool(result["audio"]) == has_audio
+        frame = 1 / source["video"]["fps"]
+        assert abs(result["duration_s"] - source["duration_s"]) <= frame + 1e-3
+
+
+def test_exports_and_their_validation_reports_are_built(converted):
+    workdir, _ = converted
+    onnx = workdir / "models/DA3/da3_small_140_u8.onnx"
+    assert onnx.is_file()
+    assert (workdir / "models/DA3/da3_small_140_u8.onnx.validation.json").is_file()
+
+
+def test_a_rerun_schedules_nothing(converted):
+    workdir, _ = converted
+    dry = snakemake(workdir, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
+def test_a_side_not_a_multiple_of_14_stops_before_any_job(tmp_path):
+    (tmp_path / "videos").mkdir()
+    write_config(tmp_path, da3={"size": 500})
+    run = snakemake(tmp_path, check=False)
+    assert run.returncode != 0
+    assert "da3.size: 500 is not a multiple of 14" in run.stderr
+    assert not (tmp_path / "models").exists() and not (tmp_path / "work").exists()
+
+
+def test_missing_weights_without_the_demo_stop_before_any_job(tmp_path, make_clip):
+    make_clip("videos/a.mp4", frames=4)
+    write_config(tmp_path)
+    run = snakemake(tmp_path, check=False)
+    assert run.returncode != 0
+    assert "DA3 small weights not found" in run.stderr
+    assert not (tmp_path / "work").exists()
+
+
+def test_a_missing_library_folder_stops_before_any_job(tmp_path):
+    write_config(tmp_path, library={"folder": "nowhere"})
+    run = snakemake(tmp_path, check=False)
+    assert run.returncode != 0 and "library folder not found" in run.stderr
+
+
+def test_nvds_stabilisation_runs_in_the_workflow(tmp_path, make_clip):
+    """NVDS on (tiny architecture, smoke checkpoint in the real layout): split export, stage, render."""
+    from stereo3d.export.da3 import write_smoke_weights
+    from stereo3d.mapstore import MapReader
+    from stereo3d.nvds.checkpoint import write_smoke_checkpoint
+    from stereo3d.nvds.model import NvdsConfig
+
+    make_clip("videos/wide.mp4", width=128, height=72, frames=6, fps="6")
+    write_smoke_weights(tmp_path / "weights/DA3/Small/model.safetensors", "small", seed=0)
+    write_smoke_checkpoint(tmp_path / "weights/NVDS/NVDS_Stabilizer.pth", config=NvdsConfig.tiny(), seed=0)
+    write_config(tmp_path, stabilise={"method": "nvds", "nvds_tier": "96x64"},
+                 export={"nvds_architecture": "tiny"})
+    snakemake(tmp_path)
+    out = tmp_path / "results/wide/wide_LRF_Full_SBS.mp4"
+    assert probe_video(out)["video"]["frame_count"] == 6
+    assert (tmp_path / "models/NVDS/NVDS_Head_96x64.onnx.validation.json").is_file()
+    (near_store,) = (tmp_path / "work/wide/near").glob("*/nvds-*.maps")
+    with MapReader(near_store) as maps:
+        assert maps.attrs["method"] == "nvds" and len(maps) == 6
+    # Switching back to EMA needs no NVDS job and no depth job: only near maps onward.
+    write_config(tmp_path, stabilise={"method": "ema"}, export={"nvds_architecture": "tiny"})
+    dry = snakemake(tmp_path, "-n")
+    scheduled = dry.stdout + dry.stderr
+    assert "near_maps" in scheduled and "export_nvds" not in scheduled and "rule depth" not in scheduled
