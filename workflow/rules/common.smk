@@ -144,6 +144,59 @@ def get_render_input(wildcards):
     return render_path(wildcards.video)
 
 
+# --- input and param functions of the rules ---------------------------------------------------
+def get_near_params(wildcards):
+    settings = near_settings(wildcards.video)
+    return _checked_settings(
+        wildcards.video, wildcards.nkey, near_key(wildcards.video), settings, "near-map"
+    )
+
+
+def get_render_params(wildcards):
+    settings = render_settings(wildcards.video)
+    return _checked_settings(
+        wildcards.video, wildcards.rkey, render_key(wildcards.video), settings, "render"
+    )
+
+
+def get_da3_export_weights(wildcards):
+    return da3_weights(parse_da3_stem(wildcards.stem)[0])
+
+
+def parse_da3_stem(stem):
+    from stereo3d.export.names import parse_da3_onnx_name
+
+    return parse_da3_onnx_name(stem)
+
+
+def get_da3_variant(wildcards):
+    return parse_da3_stem(wildcards.stem)[0]
+
+
+def get_da3_size(wildcards):
+    return parse_da3_stem(wildcards.stem)[1]
+
+
+def get_da3_contract(wildcards):
+    return parse_da3_stem(wildcards.stem)[2]
+
+
+def get_tier_width(wildcards):
+    return int(wildcards.tier.split("x")[0])
+
+
+def get_tier_height(wildcards):
+    return int(wildcards.tier.split("x")[1])
+
+
+def get_demo_outputs(wildcards):
+    if not DEMO:
+        raise WorkflowError(
+            "the demo target needs the demo configuration: --configfile demo/config.yaml"
+        )
+    return get_final_outputs()
+
+
 # --- models -----------------------------------------------------------------------------------
 def da3_weights(variant):
     return f"{WEIGHTS}/DA3/{da3_weights_folder(variant)}/model.safetensors"

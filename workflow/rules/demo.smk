@@ -1,14 +1,6 @@
 # The self-contained demo: a generated sample library and seeded smoke weights.
 
 
-def get_demo_outputs(wildcards):
-    if not DEMO:
-        raise WorkflowError(
-            "the demo target needs the demo configuration: --configfile demo/config.yaml"
-        )
-    return get_final_outputs()
-
-
 # Every demo clip converted (run with --configfile demo/config.yaml).
 rule demo:
     input:

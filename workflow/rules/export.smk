@@ -1,28 +1,6 @@
 # Weights → fixed-size ONNX graphs, each with a validation report beside it.
 
 
-def get_da3_export_weights(wildcards):
-    return da3_weights(parse_da3_stem(wildcards.stem)[0])
-
-
-def parse_da3_stem(stem):
-    from stereo3d.export.names import parse_da3_onnx_name
-
-    return parse_da3_onnx_name(stem)
-
-
-def get_da3_variant(wildcards):
-    return parse_da3_stem(wildcards.stem)[0]
-
-
-def get_da3_size(wildcards):
-    return parse_da3_stem(wildcards.stem)[1]
-
-
-def get_da3_contract(wildcards):
-    return parse_da3_stem(wildcards.stem)[2]
-
-
 # DA3 depth-only export of one variant × size × contract (name carries all three).
 rule export_da3:
     input:
@@ -47,14 +25,6 @@ rule export_da3:
         fail_rel_mean_err=config["export"]["fail_rel_mean_err"],
     script:
         "../../scripts/da3_to_onnx.py"
-
-
-def get_tier_width(wildcards):
-    return int(wildcards.tier.split("x")[0])
-
-
-def get_tier_height(wildcards):
-    return int(wildcards.tier.split("x")[1])
 
 
 NVDS_EXPORT_PARAMS = dict(

@@ -1,20 +1,6 @@
 # Per video: probe → depth → near maps → render + encode → mux with every source stream.
 
 
-def get_near_params(wildcards):
-    settings = near_settings(wildcards.video)
-    return _checked_settings(
-        wildcards.video, wildcards.nkey, near_key(wildcards.video), settings, "near-map"
-    )
-
-
-def get_render_params(wildcards):
-    settings = render_settings(wildcards.video)
-    return _checked_settings(
-        wildcards.video, wildcards.rkey, render_key(wildcards.video), settings, "render"
-    )
-
-
 # Streams, frame count, exact timestamps, size, rotation and colour of one source video.
 rule probe:
     input:
