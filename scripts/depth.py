@@ -8,6 +8,7 @@ from stereo3d.scripting import run_guarded, session_options, setup_logging
 
 def main():
     probe = json.loads(open(snakemake.input.probe).read())
+    start, end = (int(frame) for frame in snakemake.wildcards.seg.split("-"))
     estimate_depth(
         video=snakemake.input.source,
         probe=probe,
@@ -17,6 +18,8 @@ def main():
         # Batch and runtime are speed settings: read from config, not params, so they trigger no rerun.
         batch=snakemake.config["da3"]["batch"],
         options=session_options(snakemake.config["runtime"], gpu_mem_limit=False),
+        start=start,
+        count=end - start,
     )
 
 

@@ -93,6 +93,9 @@ def check_semantics(config: dict, source: str | Path) -> None:
         width, height = (int(v) for v in tier.split("x"))
         if width % 32 or height % 32 or min(width, height) < 32:
             raise BadConfig(source, f"{key}: {tier} must be WIDTHxHEIGHT in multiples of 32 (NVDS), e.g. 512x288")
+    frames = config["segments"]["frames"]
+    if 0 < frames < 16:
+        raise BadConfig(source, f"segments.frames: {frames} is too small; use 0 (whole video) or at least 16")
     near = config["near"]
     if near["low_pct"] >= near["high_pct"]:
         raise BadConfig(source, f"near.low_pct ({near['low_pct']}) must be below near.high_pct ({near['high_pct']})")

@@ -15,6 +15,7 @@ import numpy as np
 
 from stereo3d.errors import BadModel
 from stereo3d.mapstore import MapWriter
+from stereo3d.near import picture_change, thumbnail
 from stereo3d.preprocess import place, placement_for, to_model_input
 from stereo3d.progress import Progress
 from stereo3d.runtime import SessionOptions, model_metadata, open_session
@@ -26,7 +27,11 @@ log = logging.getLogger(__name__)
 def estimate_depth(video: str | Path, probe: dict, model: str | Path, out: str | Path, fit: str = "letterbox",
                    batch: int = 4, options: SessionOptions = SessionOptions(), start: int = 0,
                    count: int | None = None) -> dict:
-    """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``."""
+    """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``.
+
+    The store's attrs also carry each frame's picture change against the frame before it (the
+    frame before ``start`` is decoded for that alone), from which shot cuts are found later.
+    """
     session = open_session(model, options)
     contract = DepthModel(session, model)
     display = (probe["video"]["display_width"], probe["video"]["display_height"])
@@ -36,11 +41,19 @@ def estimate_depth(video: str | Path, probe: dict, model: str | Path, out: str |
              "variant": contract.meta.get("variant"), "size": contract.size, "contract": contract.input_contract,
              "placement": [placement.x, placement.y, placement.width, placement.height]}
     progress = Progress(log, f"depth {Path(video).name}", total)
-    with FrameReader(video, probe, start=start, count=total, size=(placement.width, placement.height)) as frames, \
+    lead = 1 if start > 0 else 0  # the frame before the segment, for the first picture change
+    changes: list[float] = []
+    with FrameReader(video, probe, start=start - lead, count=total + lead,
+                     size=(placement.width, placement.height)) as frames, \
             MapWriter(out, "log", attrs=attrs) as store:
+        previous = None
         pending: list[np.ndarray] = []
-        for frame in frames:
-            pending.append(frame)
+        for index, frame in enumerate(frames):
+            thumb = thumbnail(frame)
+            if index >= lead:
+                changes.append(picture_change(previous, thumb) if previous is not None else float("nan"))
+                pending.append(frame)
+            previous = thumb
             if len(pending) == batch:
                 store.append(contract.run(np.stack(pending), placement))
                 progress.advance(len(pending))
@@ -48,6 +61,7 @@ def estimate_depth(video: str | Path, probe: dict, model: str | Path, out: str |
         if pending:
             store.append(contract.run(np.stack(pending), placement))
             progress.advance(len(pending))
+        store.attrs["changes"] = [None if np.isnan(c) else round(c, 6) for c in changes]
     fps = progress.finish()
     return {"frames": progress.done, "fps": fps, "providers": session.get_providers()}
 

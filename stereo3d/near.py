@@ -2,17 +2,19 @@
 
 ``near_from_depth`` is the per-frame mapping: reciprocal, clip to percentiles, normalise. Per
 frame, the percentiles jump whenever an object enters or leaves, which the viewer sees as the
-whole scene breathing in depth; ``EmaNormaliser`` smooths the range over time instead, and
-resets at shot cuts so a new shot does not inherit the last one's range.
+whole scene breathing in depth; ``ema_ranges`` smooths the range over time instead,
+and resets at shot cuts so a new shot does not inherit the last one's range.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 _EPS = 1e-6
+THUMB_SIZE = (64, 36)
 
 
 def reciprocal(depth: np.ndarray) -> np.ndarray:
@@ -41,55 +43,52 @@ def near_from_depth(depth: np.ndarray, low_pct: float = 2.0, high_pct: float = 9
     return normalise(inverse, *percentile_range(inverse, low_pct, high_pct))
 
 
-@dataclass
-class EmaNormaliser:
-    """Near maps whose normalisation range follows an exponential moving average over frames.
+def ema_ranges(ranges: np.ndarray, changes: np.ndarray, alpha: float, cut_threshold: float,
+               cut_ratio: float = 3.0) -> np.ndarray:
+    """Normalisation ranges [n, 2] smoothed by an exponential moving average over a whole video.
 
-    ``alpha`` is the weight of the newest frame's range (1 = per-frame, no smoothing). A shot cut
-    (``cut=True`` from the caller, who sees the pictures) restarts the average at the new frame.
+    ``ranges`` are each frame's own (lo, hi) of inverse depth; ``changes`` each frame's picture
+    change against the previous frame (NaN for the first). ``alpha`` is the weight of the newest
+    frame (1 = per-frame, no smoothing); a shot cut restarts the average at the new frame. Run over
+    the whole video at once, so the result does not depend on how the video is cut into segments.
     """
-
-    alpha: float = 0.1
-    low_pct: float = 2.0
-    high_pct: float = 98.0
-    _lo: float | None = None
-    _hi: float | None = None
-
-    def reset(self) -> None:
-        self._lo = self._hi = None
-
-    def step(self, depth: np.ndarray, cut: bool = False) -> np.ndarray:
-        inverse = reciprocal(depth)
-        lo, hi = percentile_range(inverse, self.low_pct, self.high_pct)
-        if cut or self._lo is None:
-            self._lo, self._hi = lo, hi
+    ranges = np.asarray(ranges, dtype=np.float64)
+    out = np.empty_like(ranges)
+    detector = CutDetector(cut_threshold, cut_ratio)
+    current = None
+    for index, (frame_range, change) in enumerate(zip(ranges, changes, strict=True)):
+        if detector.step(change) or current is None:
+            current = frame_range.copy()
         else:
-            self._lo += self.alpha * (lo - self._lo)
-            self._hi += self.alpha * (hi - self._hi)
-        return normalise(inverse, self._lo, self._hi)
+            current += alpha * (frame_range - current)
+        out[index] = current
+    return out
+
+
+def thumbnail(frame: np.ndarray) -> np.ndarray:
+    """A small grey picture (0..1) of an RGB frame: enough to see a cut, cheap to compare."""
+    small = cv2.resize(frame, THUMB_SIZE, interpolation=cv2.INTER_AREA)
+    return small.mean(axis=2, dtype=np.float32) * np.float32(1 / 255)
+
+
+def picture_change(previous: np.ndarray, current: np.ndarray) -> float:
+    """Mean absolute grey-level difference (0..1) between two thumbnails."""
+    return float(np.mean(np.abs(current - previous)))
 
 
 @dataclass
 class CutDetector:
-    """Shot cuts from small grey thumbnails: a cut is a jump in the mean absolute difference
-    between consecutive frames that is both large in absolute terms and large against the
-    recent motion level (so fast pans are not mistaken for cuts)."""
+    """Shot cuts from picture changes between consecutive frames: a cut is a change that is both
+    large in absolute terms and large against the recent motion level (so fast pans are not
+    mistaken for cuts)."""
 
     threshold: float = 0.25  # mean |Δ| in 0..1 grey levels that a cut must exceed
     ratio: float = 3.0  # ...and how many times the recent average it must be
-    _previous: np.ndarray | None = None
     _motion: float = 0.0
 
-    def step(self, thumb: np.ndarray) -> bool:
-        grey = np.asarray(thumb, dtype=np.float32)
-        if grey.ndim == 3:
-            grey = grey.mean(axis=2)
-        grey = grey * np.float32(1 / 255)
-        if self._previous is None or self._previous.shape != grey.shape:
-            self._previous = grey
-            return False
-        change = float(np.mean(np.abs(grey - self._previous)))
-        self._previous = grey
+    def step(self, change: float) -> bool:
+        if change is None or not np.isfinite(change):
+            return False  # the first frame: nothing to compare with
         cut = change > self.threshold and change > self.ratio * max(self._motion, 1e-3)
         self._motion = 0.0 if cut else 0.8 * self._motion + 0.2 * change
         return cut

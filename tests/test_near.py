@@ -1,8 +1,9 @@
 """Raw depth to near maps: direction, normalisation, and temporal smoothing with cut resets."""
 
 import numpy as np
+import pytest
 
-from stereo3d.near import CutDetector, EmaNormaliser, near_from_depth
+from stereo3d.near import CutDetector, ema_ranges, near_from_depth, picture_change, thumbnail
 
 
 def test_nearer_depth_gives_larger_near():
@@ -25,26 +26,27 @@ def test_flat_depth_gives_flat_mid_near():
 
 
 def test_ema_smooths_a_range_jump_and_resets_at_cuts():
-    still = np.linspace(1, 4, 100, dtype=np.float32).reshape(10, 10)
-    jumped = still.copy()
-    jumped[0, :] = 0.2  # an object enters close to the camera: the per-frame range jumps
-    ema = EmaNormaliser(alpha=0.1, low_pct=0, high_pct=100)
-    first = ema.step(still)
-    smoothed = ema.step(jumped)
-    per_frame = near_from_depth(jumped, 0, 100)
-    # The background keeps nearly its previous near value instead of collapsing towards 0.
-    assert abs(smoothed[5, 5] - first[5, 5]) < abs(per_frame[5, 5] - first[5, 5])
-    reset = ema.step(jumped, cut=True)
-    np.testing.assert_allclose(reset, per_frame, atol=1e-6)
+    ranges = np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 3.0], [0.0, 3.0]])
+    steady = np.array([np.nan, 0.01, 0.01, 0.01])
+    smoothed = ema_ranges(ranges, steady, alpha=0.1, cut_threshold=0.25)
+    assert smoothed[2, 1] == pytest.approx(1.2)  # the jump is followed slowly...
+    assert smoothed[3, 1] == pytest.approx(1.38)
+    cut = np.array([np.nan, 0.01, 0.6, 0.01])
+    reset = ema_ranges(ranges, cut, alpha=0.1, cut_threshold=0.25)
+    assert reset[2, 1] == 3.0  # ...unless the picture cut: a new shot starts from its own range
+
+
+def test_ema_of_alpha_one_is_the_per_frame_range():
+    ranges = np.random.default_rng(0).random((6, 2))
+    np.testing.assert_allclose(ema_ranges(ranges, np.full(6, 0.01), alpha=1.0, cut_threshold=0.25), ranges)
 
 
 def test_cut_detector_sees_cuts_but_not_steady_motion():
-    rng = np.random.default_rng(0)
-    a = rng.integers(0, 256, (36, 64), dtype=np.uint8)
-    b = 255 - a
+    yy, xx = np.mgrid[0:72, 0:128]
+    a = np.repeat((127 + 100 * np.sin(xx / 10.0) * np.cos(yy / 12.0)).astype(np.uint8)[:, :, None], 3, axis=2)
     detector = CutDetector(threshold=0.25)
-    shifts = [np.roll(a, k, axis=1) for k in range(5)]
-    assert not any(detector.step(f) for f in shifts[:1])
-    results = [detector.step(np.roll(a, 0, axis=1)) for _ in range(3)]
-    assert not any(results)
-    assert detector.step(b)
+    thumbs = [thumbnail(np.roll(a, k, axis=1)) for k in range(4)] + [thumbnail(255 - a)]
+    changes = [picture_change(p, c) for p, c in zip(thumbs, thumbs[1:], strict=False)]
+    assert not detector.step(float("nan"))
+    assert not any(detector.step(c) for c in changes[:3])
+    assert detector.step(changes[3])

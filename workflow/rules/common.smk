@@ -1,4 +1,5 @@
 # Configuration, library discovery and the small named functions the rules use.
+import json
 import sys
 from pathlib import Path
 
@@ -58,6 +59,7 @@ wildcard_constraints:
     dkey=r"da3_(small|base)_[0-9]+_(float|u8)_(letterbox|resize)",
     nkey=r"[a-z0-9]+-[0-9a-f]{8}",
     tier=r"[0-9]+x[0-9]+",
+    seg=r"[0-9]{8}-[0-9]{8}",
     rkey=r"[a-z0-9_]+-[0-9a-f]{8}",
     tag="|".join(LAYOUT_TAGS.values()),
 
@@ -119,16 +121,28 @@ def get_source(wildcards):
     return str(VIDEOS[wildcards.video])
 
 
-def depth_path(video):
-    return f"{WORK}/{video}/depth/{depth_key(video)}.maps"
+def segments(video):
+    """The video's frame ranges as (start, count), known once its probe exists (a checkpoint)."""
+    with open(checkpoints.probe.get(video=video).output.json) as fh:
+        frames = json.load(fh)["video"]["frame_count"]
+    size = config["segments"]["frames"] or frames
+    return [(start, min(size, frames - start)) for start in range(0, frames, size)]
 
 
-def near_path(video):
-    return f"{WORK}/{video}/near/{depth_key(video)}/{near_key(video)}.maps"
+def segment_name(start, count):
+    return f"{start:08d}-{start + count:08d}"
 
 
-def render_path(video):
-    return f"{WORK}/{video}/render/{depth_key(video)}/{near_key(video)}/{render_key(video)}.mkv"
+def depth_dir(video):
+    return f"{WORK}/{video}/depth/{depth_key(video)}"
+
+
+def near_dir(video):
+    return f"{WORK}/{video}/near/{depth_key(video)}/{near_key(video)}"
+
+
+def render_dir(video):
+    return f"{WORK}/{video}/render/{depth_key(video)}/{near_key(video)}/{render_key(video)}"
 
 
 def final_path(video):
@@ -140,8 +154,36 @@ def get_final_outputs():
     return [final_path(video) for video in sorted(VIDEOS)]
 
 
-def get_render_input(wildcards):
-    return render_path(wildcards.video)
+def get_render_segments(wildcards):
+    return [
+        f"{render_dir(wildcards.video)}/{segment_name(*s)}.mkv"
+        for s in segments(wildcards.video)
+    ]
+
+
+def get_segment_starts(wildcards):
+    return [start for start, _ in segments(wildcards.video)]
+
+
+def get_plan_depths(wildcards):
+    """Every depth segment of the video, in order (the EMA plan spans the whole video)."""
+    folder = f"{WORK}/{wildcards.video}/depth/{wildcards.dkey}"
+    return [f"{folder}/{segment_name(*s)}.maps" for s in segments(wildcards.video)]
+
+
+def get_near_plan(wildcards):
+    if near_settings(wildcards.video)["method"] != "ema":
+        return []
+    return f"{WORK}/{wildcards.video}/near/{wildcards.dkey}/{wildcards.nkey}/plan.npz"
+
+
+def get_previous_depth(wildcards):
+    """NVDS only: the depth segment before this one (its last raw frames open the window)."""
+    start = int(wildcards.seg.split("-")[0])
+    if near_settings(wildcards.video)["method"] != "nvds" or start == 0:
+        return []
+    previous = next(s for s in segments(wildcards.video) if s[0] + s[1] == start)
+    return f"{WORK}/{wildcards.video}/depth/{wildcards.dkey}/{segment_name(*previous)}.maps"
 
 
 # --- input and param functions of the rules ---------------------------------------------------

@@ -1,8 +1,9 @@
-# Per video: probe → depth → near maps → render + encode → mux with every source stream.
+# Per video: probe → per segment: depth → near maps → render + encode → join + mux.
 
 
-# Streams, frame count, exact timestamps, size, rotation and colour of one source video.
-rule probe:
+# Streams, frame count, exact timestamps, size, rotation and colour of one source video. A
+# checkpoint: the segments of the video are known once it has run.
+checkpoint probe:
     input:
         source=get_source,
     output:
@@ -17,18 +18,18 @@ rule probe:
         "../../scripts/probe.py"
 
 
-# Raw DA3 depth of every frame (the path names variant, side, contract and fit).
+# Raw DA3 depth of one segment (the path names variant, side, contract, fit and frame range).
 rule depth:
     input:
         source=get_source,
         probe=rules.probe.output.json,
         model=get_da3_model,
     output:
-        maps=f"{WORK}/{{video}}/depth/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}.maps",
+        maps=f"{WORK}/{{video}}/depth/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}/{{seg}}.maps",
     log:
-        f"{LOGS}/depth/{{video}}/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}.log",
+        f"{LOGS}/depth/{{video}}/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}/{{seg}}.log",
     benchmark:
-        f"{BENCH}/depth/{{video}}/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}.tsv"
+        f"{BENCH}/depth/{{video}}/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}/{{seg}}.tsv"
     conda:
         "../../envs/runtime.yaml"
     threads: 2
@@ -39,19 +40,39 @@ rule depth:
         "../../scripts/depth.py"
 
 
-# Near maps (larger = nearer) from raw depth, stabilised over time as configured.
+# EMA only: normalisation ranges over the whole video, smoothed and reset at shot cuts.
+rule ema_plan:
+    input:
+        depth=get_plan_depths,
+    output:
+        plan=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}/plan.npz",
+    log:
+        f"{LOGS}/ema_plan/{{video}}/{{dkey}}/{{nkey}}.log",
+    benchmark:
+        f"{BENCH}/ema_plan/{{video}}/{{dkey}}/{{nkey}}.tsv"
+    conda:
+        "../../envs/runtime.yaml"
+    params:
+        near=get_near_params,
+    script:
+        "../../scripts/ema_plan.py"
+
+
+# Near maps (larger = nearer) of one segment, stabilised over time as configured.
 rule near_maps:
     input:
         source=get_source,
         probe=rules.probe.output.json,
-        depth=f"{WORK}/{{video}}/depth/{{dkey}}.maps",
+        depth=f"{WORK}/{{video}}/depth/{{dkey}}/{{seg}}.maps",
+        previous_depth=get_previous_depth,
+        plan=get_near_plan,
         nvds=get_near_models,
     output:
-        maps=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}.maps",
+        maps=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.maps",
     log:
-        f"{LOGS}/near_maps/{{video}}/{{dkey}}/{{nkey}}.log",
+        f"{LOGS}/near_maps/{{video}}/{{dkey}}/{{nkey}}/{{seg}}.log",
     benchmark:
-        f"{BENCH}/near_maps/{{video}}/{{dkey}}/{{nkey}}.tsv"
+        f"{BENCH}/near_maps/{{video}}/{{dkey}}/{{nkey}}/{{seg}}.tsv"
     conda:
         "../../envs/runtime.yaml"
     threads: 2
@@ -64,18 +85,18 @@ rule near_maps:
         "../../scripts/near_maps.py"
 
 
-# Left/right views in the configured layout, encoded (video only).
+# Left/right views of one segment in the configured layout, encoded (video only).
 rule render:
     input:
         source=get_source,
         probe=rules.probe.output.json,
-        near=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}.maps",
+        near=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.maps",
     output:
-        video=f"{WORK}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}.mkv",
+        video=f"{WORK}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mkv",
     log:
-        f"{LOGS}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}.log",
+        f"{LOGS}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.log",
     benchmark:
-        f"{BENCH}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}.tsv"
+        f"{BENCH}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.tsv"
     conda:
         "../../envs/runtime.yaml"
     threads: 2
@@ -87,19 +108,22 @@ rule render:
         "../../scripts/render.py"
 
 
-# The finished file: stereo video + every audio/subtitle/chapter stream of the source.
-rule mux:
+# The finished file: the encoded segments joined without re-encoding, with every
+# audio/subtitle/chapter stream of the source.
+rule join:
     input:
-        video=get_render_input,
+        segments=get_render_segments,
         source=get_source,
         probe=rules.probe.output.json,
     output:
         f"{RESULTS}/{{video}}/{{video}}{{tag}}.mp4",
     log:
-        f"{LOGS}/mux/{{video}}{{tag}}.log",
+        f"{LOGS}/join/{{video}}{{tag}}.log",
     benchmark:
-        f"{BENCH}/mux/{{video}}{{tag}}.tsv"
+        f"{BENCH}/join/{{video}}{{tag}}.tsv"
     conda:
         "../../envs/runtime.yaml"
+    params:
+        starts=get_segment_starts,
     script:
-        "../../scripts/mux.py"
+        "../../scripts/join.py"

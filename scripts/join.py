@@ -1,15 +1,16 @@
-"""The finished file: stereo video plus every stream of the source (rule mux)."""
+"""The finished file: encoded segments joined, plus every stream of the source (rule join)."""
 
 import json
 import logging
 
+from stereo3d.join import join_segments
 from stereo3d.scripting import run_guarded, setup_logging
-from stereo3d.video import mux_with_source
 
 
 def main():
     probe = json.loads(open(snakemake.input.probe).read())
-    mux_with_source(snakemake.input.video, snakemake.input.source, snakemake.output[0], probe)
+    join_segments(list(snakemake.input.segments), list(snakemake.params.starts), snakemake.input.source,
+                  snakemake.output[0], probe)
     v = probe["video"]
     logging.getLogger("stereo3d").info(
         "done: %s (%d frames at %.3f fps) -> %s",
