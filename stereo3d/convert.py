@@ -12,6 +12,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from stereo3d.errors import BadVideo
 from stereo3d.ffmpeg import pix_fmt_bit_depths
 from stereo3d.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.mapstore import MapReader
@@ -22,6 +25,9 @@ from stereo3d.video import FrameReader, VideoEncoder, resolve_codec
 log = logging.getLogger(__name__)
 
 H264_ENCODERS = ("libx264", "h264_nvenc")
+# The largest side libx264 and libx265 encode (a larger frame fails only once frames arrive, after depth and
+# near maps were computed; checked before decoding instead). NVENC's own limit is lower; it falls back.
+MAX_SIDE = 16384
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,13 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         start = int(nears.attrs.get("start", 0))
         count = nears.frames
         out_w, out_h = output_size(width, height, layout, **options)
+        if max(out_w, out_h) > MAX_SIDE:
+            raise BadVideo(video, f"{layout} frames of {out_w}x{out_h} exceed the encoders' {MAX_SIDE} px limit; "
+                                  "choose a half-size layout (half_sbs, half_tb) for this source")
+        pad_w, pad_h = even_padding(out_w, out_h, pix_fmt)
+        if pad_w or pad_h:
+            log.info("%s: %dx%d frames padded to %dx%d (%s needs even sides; the last column/row is repeated)",
+                     Path(video).name, out_w, out_h, out_w + pad_w, out_h + pad_h, pix_fmt)  # fmt: skip
         pts_s = None
         if info.get("vfr"):
             # Keep the source's own frame times, counted from this range's first frame.
@@ -61,16 +74,30 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
                  encode.crf, "variable frame rate" if pts_s else f"{info['fps_fraction']} fps")  # fmt: skip
         progress = Progress(log, f"render {Path(video).name}", count)
         with FrameReader(video, probe, start=start, count=count, deep=deep) as frames, \
-                VideoEncoder(out, out_w, out_h, info["fps_fraction"], codec=codec, crf=encode.crf,
+                VideoEncoder(out, out_w + pad_w, out_h + pad_h, info["fps_fraction"], codec=codec, crf=encode.crf,
                              preset=encode.preset, pix_fmt=pix_fmt, extra_args=extra, pts_s=pts_s,
                              depth=16 if deep else 8, color=info, time_base=info.get("time_base", "1/90000"),
                              ) as encoder:  # fmt: skip
             for frame, near_map in zip(frames, nears, strict=True):
                 left, right = render_stereo(frame, near_map, stereo)
-                encoder.write(get_layout(layout).pack(left, right, **options), owned=True)
+                packed = get_layout(layout).pack(left, right, **options)
+                if pad_w or pad_h:
+                    packed = np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+                encoder.write(packed, owned=True)
                 progress.advance(1)
-    return {"frames": progress.done, "fps": progress.finish(), "size": [out_w, out_h], "codec": codec,
-            "pix_fmt": pix_fmt, "layout": layout}  # fmt: skip
+    return {"frames": progress.done, "fps": progress.finish(), "size": [out_w + pad_w, out_h + pad_h],
+            "codec": codec, "pix_fmt": pix_fmt, "layout": layout}  # fmt: skip
+
+
+def even_padding(width: int, height: int, pix_fmt: str) -> tuple[int, int]:
+    """Columns and rows to add so that ``pix_fmt``'s chroma subsampling fits: 4:2:0 needs even sides, 4:2:2 an
+    even width (libx264 refuses odd ones). Padding, not cropping: every source pixel is kept, and since it goes
+    on the right/bottom of the packed frame both eyes of SBS and TB layouts stay the same size."""
+    if pix_fmt.startswith(("yuv420", "yuvj420", "nv12", "nv21", "p010", "p016")):
+        return width % 2, height % 2
+    if pix_fmt.startswith(("yuv422", "yuvj422", "nv16", "p210")):
+        return width % 2, 0
+    return 0, 0
 
 
 def choose_encoder(info: dict, encode: EncodeSettings) -> tuple[str, str]:

@@ -8,11 +8,15 @@ a short hash of the original name, so two names never collapse into one id by ac
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import re
 import unicodedata
 from pathlib import Path
 
 from stereo3d.errors import BadConfig
+
+log = logging.getLogger(__name__)
 
 SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # the wildcard constraint matching SAFE
@@ -40,6 +44,11 @@ def discover(folder: str | Path, extensions, recursive: bool = True) -> dict[str
     found: dict[str, Path] = {}
     for path in sorted(folder.glob(pattern)):
         if path.suffix.lower() not in wanted or path.is_dir() or path.name.startswith("."):
+            continue
+        if path.is_symlink() and not path.exists():
+            # A dangling link would stop the whole run (Snakemake refuses a missing input when it builds the
+            # job graph), so it is left out here, loudly, and the rest of the library converts.
+            log.warning("skipped %s: broken symbolic link (points to %s)", path, os.readlink(path))
             continue
         vid = video_id(path.relative_to(folder))
         if vid in found:

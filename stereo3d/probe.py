@@ -38,6 +38,9 @@ _STREAM_LINE = re.compile(
     r"^(?P<indent>\s*)Stream #0:(?P<index>\d+)(?:\[[^\]]*\])?(?:\((?P<lang>[^)]*)\))?: (?P<type>\w+): (?P<body>.*)$"
 )
 _DISCARD_FLAG = 0x4  # AV_PKT_FLAG_DISCARD: the demuxer marks packets an edit list cuts; decoders drop them
+# Smaller frames hold no picture to give depth to (1x1 "videos" are cover placeholders of audio files), and
+# half-width layouts would leave eyes of a pixel or two: refused at the probe, before any work.
+MIN_SIDE = 8
 
 
 def probe_video(path: str | Path) -> dict:
@@ -55,6 +58,9 @@ def probe_video(path: str | Path) -> dict:
     size = _check_file(path)
     banner = _parse_banner(path, _banner_text(path))
     video_info = _pick_video(path, banner["streams"])
+    if min(video_info["width"], video_info["height"]) < MIN_SIDE:
+        raise BadVideo(path, f"frame size {video_info['width']}x{video_info['height']} is too small "
+                             f"(min {MIN_SIDE}x{MIN_SIDE}): no picture to give depth to")
     ticks, durations, keyframes, time_base = _packet_pass(path, video_info["index"])
     _check_decodes(path, video_info["index"])
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from stereo3d.atomic import atomic_output
-from stereo3d.errors import BadVideo
+from stereo3d.errors import BadVideo, StereoError
 from stereo3d.ffmpeg import ffmpeg_command, ffmpeg_url, last_error_line, run_ffmpeg
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,11 @@ MP4_AUDIO = frozenset({"aac", "mp3", "ac3", "eac3", "opus", "flac", "alac", "mp2
 TEXT_SUBTITLES = frozenset({"subrip", "srt", "ass", "ssa", "webvtt", "mov_text", "text"})
 MP4_BITMAP_SUBTITLES = frozenset({"dvd_subtitle"})
 
+INTERLACED = frozenset({"tt", "bb", "tb", "bt"})  # probe field orders (ffmpeg's names) that mean interlaced
 _SHOWINFO = re.compile(r"Parsed_showinfo.*\bn:\s*\d+\s+pts:\s*(-?\d+)")
 _PROBLEM = re.compile(r"error|invalid|fail|corrupt|missing|truncat|unable|cannot", re.IGNORECASE)
+_DISK_TROUBLE = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied|"
+                           r"File too large", re.IGNORECASE)
 _END = object()  # queue sentinel: no more frames
 _POLL_S = 0.1  # how often a blocked queue operation looks whether the other side gave up
 
@@ -504,7 +507,13 @@ def mux_with_source(
             args += ["-strict", "unofficial"]
     args += [str(a) for a in extra_args]
     with atomic_output(out_path) as tmp:
-        run_ffmpeg([*args, "-f", CONTAINERS[suffix], "-y", ffmpeg_url(tmp)], source, f"muxing into {out_path.name}")
+        try:
+            run_ffmpeg([*args, "-f", CONTAINERS[suffix], "-y", ffmpeg_url(tmp)], source, f"muxing into {out_path.name}")
+        except BadVideo as exc:
+            trouble = _DISK_TROUBLE.search(exc.cause)
+            if trouble:  # the output's filesystem, not the source, is at fault: say so, naming the output
+                raise StereoError(out_path, f"cannot write the result: {trouble.group(0)}") from exc
+            raise
     return out_path
 
 
@@ -537,6 +546,11 @@ def _decode_args(
     # passthrough: one output frame per decoded frame, whatever the timestamps (VFR must not be evened out).
     args += ["-fps_mode", "passthrough", "-frames:v", str(count)]
     filters.append("showinfo=checksum=0")
+    if video.get("field_order") in INTERLACED:
+        # ffmpeg hands over interlaced video as woven frames (both fields, full height): the combing would reach
+        # DA3 as texture and the warp would tear it. bwdif makes one progressive frame per frame (timestamps and
+        # count kept), touching only frames flagged interlaced.
+        filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
     if size is not None:
         shrink = size[0] * size[1] <= video["display_width"] * video["display_height"]
         filters.append(f"scale={size[0]}:{size[1]}:flags={'area' if shrink else 'bicubic'}")

@@ -144,6 +144,45 @@ def load_da3_weights(net, path: str | Path) -> dict[str, Any]:
     return {"tensors": len(tensors), "cast_from": cast, "smoke": metadata.get(SMOKE_KEY) == SMOKE_VALUE}
 
 
+def check_weights_header(path: str | Path, variant: str) -> dict[str, Any]:
+    """Cheap checks of a hub ``model.safetensors`` without torch or reading the tensors: present, a whole
+    safetensors file (header parses, every tensor's bytes are there), a DA3 checkpoint of ``variant``.
+
+    Meant for the moment the workflow is parsed, so that a bad file stops the run before any job; the export
+    still loads it strictly (names and shapes of every tensor). Returns the header's metadata.
+    """
+    _check_choice("variant", variant, VARIANTS)
+    path = Path(path)
+    if not path.is_file():
+        raise BadWeights(path, "weights file not found (place the hub model.safetensors there)")
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            length = int.from_bytes(fh.read(8), "little")
+            if not 2 <= length <= min(size - 8, 100 * 2**20):
+                raise ValueError(f"header length {length} does not fit a {size}-byte file")
+            header = json.loads(fh.read(length))
+        if not isinstance(header, dict):
+            raise ValueError("header is not a JSON object")
+        metadata = header.pop("__metadata__", None) or {}
+        end = max((int(t["data_offsets"][1]) for t in header.values()), default=0)
+    except (ValueError, KeyError, TypeError, IndexError, OSError) as exc:
+        raise BadWeights(path, f"not a readable safetensors file (truncated or corrupt?): {exc}") from exc
+    if 8 + length + end > size:
+        raise BadWeights(path, f"truncated: the header promises {8 + length + end} bytes, the file has {size}")
+    width_entry = header.get(HUB_PREFIX + WIDTH_KEY)
+    if width_entry is None:
+        raise BadWeights(path, f"not a DA3 checkpoint: no {HUB_PREFIX}{WIDTH_KEY} among its {len(header)} "
+                               f"tensors (first: {_listed(sorted(header))})")
+    got = int(width_entry["shape"][0])
+    want = {"small": 384, "base": 768}[variant]
+    if got != want:
+        raise BadWeights(path, f"these are DA3 {WIDTH_NAMES.get(got, f'unknown ViT width {got}')} weights (ViT "
+                               f"width {got}) but the model is DA3 {WIDTH_NAMES[want]} (width {want}): wrong "
+                               "variant folder?")
+    return metadata
+
+
 @contextlib.contextmanager
 def export_patches() -> Iterator[None]:
     """Make the DINOv2 RoPE path exportable; restore the upstream methods afterwards (spec section 5).

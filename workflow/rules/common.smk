@@ -293,19 +293,26 @@ def get_export_outputs():
 
 
 def _check_weights():
-    """Without the demo, the user's weights must be there: say so before any job runs."""
-    if DEMO:
-        return
+    """The user's weights must be there and whole: say so before any job runs (a header check,
+    cheap; the export still loads every tensor strictly)."""
+    from stereo3d.export.da3 import check_weights_header
+
     variants = {s["variant"] for s in map(da3_settings, VIDEOS)}
     variants |= {e["variant"] for e in config["export"]["da3_extra"]}
     for variant in sorted(variants):
         path = Path(da3_weights(variant))
+        if DEMO and not path.is_file():
+            continue  # the demo makes smoke weights
         if not path.is_file():
             raise WorkflowError(
                 f"bad config: {path}: DA3 {variant} weights not found; place model.safetensors there "
                 "(see README: Converting your library) or run the demo with --configfile=demo/config.yaml"
             )
-    if any(map(uses_nvds, VIDEOS)) and not Path(nvds_weights()).is_file():
+        try:
+            check_weights_header(path, variant)
+        except StereoError as exc:
+            raise WorkflowError(str(exc)) from None
+    if not DEMO and any(map(uses_nvds, VIDEOS)) and not Path(nvds_weights()).is_file():
         raise WorkflowError(
             f"bad config: {nvds_weights()}: NVDS weights not found (stabilise.method is nvds); place "
             "NVDS_Stabilizer.pth there or choose stabilise.method: ema"

@@ -1,0 +1,155 @@
+"""Faults: a run killed at random moments resumes to the same bytes; file names never reach a shell; sources are
+never modified; a full disk under results/ fails in one line and leaves no corrupt file.
+
+``STEREO3D_KILLS`` sets how many random kills the resume test makes (default 2); ``STEREO3D_KILL_SEED`` replays
+one sequence (the seed in use is printed).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from corpus import PARTIAL, checksums, exported_workdir, snakemake, snakemake_cmd, stray_files, write_config
+
+from stereo3d import corpus
+from stereo3d.library import video_id
+from stereo3d.probe import probe_video
+from stereo3d.samples import make_clip
+
+KILLS = int(os.environ.get("STEREO3D_KILLS", "2"))
+NAMES = (corpus.HOSTILE_NAME, "-starts with a dash.mkv", "tone.mp4")
+
+
+def make_library(videos: Path) -> None:
+    corpus.make_corpus(videos, (corpus.HOSTILE_NAME,))
+    make_clip(videos / NAMES[1], width=64, height=36, frames=5, fps="10", codec="libx264")
+    make_clip(videos / NAMES[2], width=64, height=36, frames=6, fps="12", audio=True, subtitles=True)
+
+
+def results_of(workdir: Path) -> dict[str, bytes]:
+    return {p.relative_to(workdir).as_posix(): p.read_bytes() for p in sorted((workdir / "results").rglob("*.mp4"))}
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    """An uninterrupted run (started from a folder of its own, to catch anything written to the cwd)."""
+    workdir = exported_workdir(tmp_path_factory, "faults-baseline")
+    make_library(workdir / "videos")
+    write_config(workdir)
+    before = checksums(workdir / "videos")
+    cwd = tmp_path_factory.mktemp("faults-cwd")
+    started = time.monotonic()
+    done = subprocess.run(snakemake_cmd(workdir), cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-6000:]
+    return {"workdir": workdir, "cwd": cwd, "before": before, "seconds": time.monotonic() - started,
+            "results": results_of(workdir)}
+
+
+def test_every_hostile_name_converts_to_its_own_result(baseline):
+    workdir = baseline["workdir"]
+    expected = {f"results/{video_id(n)}/{video_id(n)}_LRF_Full_SBS.mp4" for n in NAMES}
+    assert set(baseline["results"]) == expected
+    for name in NAMES:
+        vid = video_id(name)
+        source = probe_video(workdir / "videos" / name)
+        result = probe_video(workdir / "results" / vid / f"{vid}_LRF_Full_SBS.mp4")
+        assert result["video"]["frame_count"] == source["video"]["frame_count"]
+        assert len(result["audio"]) == len(source["audio"])
+
+
+def test_no_file_name_reaches_a_shell(baseline):
+    """The name holds ``$(touch pwned)`` and backticks: a shell would create ``pwned`` in its cwd."""
+    for folder in (baseline["workdir"], baseline["cwd"], Path.cwd(), Path.home()):
+        for name in corpus.PWNED:
+            assert not (folder / name).exists(), folder / name
+    assert not [p for p in baseline["workdir"].rglob("pwned*")]
+    # Nothing outside the workflow's own folders.
+    top = {p.name for p in baseline["workdir"].iterdir()}
+    assert top <= {"videos", "weights", "models", "work", "results", "logs", "benchmarks", ".snakemake", "test.yaml"}
+    assert list(baseline["cwd"].iterdir()) == []
+
+
+def test_sources_are_never_modified(baseline):
+    assert checksums(baseline["workdir"] / "videos") == baseline["before"]
+
+
+def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, tmp_path_factory):
+    seed = int(os.environ.get("STEREO3D_KILL_SEED", random.randrange(2**31)))
+    print(f"STEREO3D_KILL_SEED={seed}")
+    rng = random.Random(seed)
+    workdir = exported_workdir(tmp_path_factory, "faults-killed")
+    make_library(workdir / "videos")
+    write_config(workdir)
+    reference = {k.replace("faults-baseline", ""): v for k, v in baseline["results"].items()}
+    for n in range(KILLS):
+        proc = subprocess.Popen(snakemake_cmd(workdir, "--rerun-incomplete"), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            proc.wait(timeout=rng.uniform(1.0, max(2.0, 0.8 * baseline["seconds"])))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job, ffmpeg included
+        proc.wait()
+        _wait_for_group_to_die(proc.pid)
+        # A killed Snakemake leaves its lock: what a user does next is --unlock, then run again.
+        snakemake(workdir, "--unlock")
+        # Whatever lies under its final name after a kill is finished and right.
+        for rel, data in results_of(workdir).items():
+            assert data == reference[rel], f"kill {n}: {rel} differs from the uninterrupted run"
+    snakemake(workdir, "--rerun-incomplete")
+    assert results_of(workdir) == reference
+    assert stray_files(workdir) == [], "temporaries of killed jobs left behind"
+
+
+def test_a_full_disk_under_results_fails_in_one_line_and_leaves_no_corrupt_file(tmp_path_factory):
+    workdir = exported_workdir(tmp_path_factory, "faults-full-disk")
+    make_clip(workdir / "videos/clip.mp4", width=64, height=36, frames=4, fps="8")
+    write_config(workdir)
+    results = workdir / "results"
+    results.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tiny tmpfs needs root (root also ignores read-only folders)")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(results)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        # Fill the filesystem to the last page.
+        filler = results / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        run = snakemake(workdir, check=False)
+        assert run.returncode != 0
+        lines = [line for line in run.stderr.splitlines() if "ERROR stereo3d:" in line]
+        assert lines == [lines[0]] * len(lines) and lines[0].endswith(
+            "error: results/clip/clip_LRF_Full_SBS.mp4: cannot write the result: No space left on device"), lines
+        assert sorted(p.name for p in results.rglob("*") if p.is_file()) == ["filler"]
+        assert not [p for p in results.rglob(f"*{PARTIAL}*")]
+        # Space again: the rerun finishes what is missing.
+        filler.unlink()
+        snakemake(workdir)
+        assert probe_video(results / "clip/clip_LRF_Full_SBS.mp4")["video"]["frame_count"] == 4
+    finally:
+        subprocess.run(["umount", "-l", str(results)], check=False)
+
+
+def _wait_for_group_to_die(pgid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process group {pgid} still alive after SIGKILL")
