@@ -16,6 +16,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/video.smk"
 include: "workflow/rules/demo.smk"
+include: "workflow/rules/report.smk"
 
 
 # Every video of the library, converted.
@@ -23,6 +24,7 @@ rule all:
     default_target: True
     input:
         get_final_outputs(),
+        get_report_outputs(),
 
 
 # The ONNX exports the configuration asks for, with their validation reports.

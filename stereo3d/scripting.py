@@ -7,10 +7,13 @@ import os
 import sys
 from collections.abc import Callable
 
+from stereo3d.devices import DeviceLease, acquire_device
 from stereo3d.errors import StereoError
 from stereo3d.runtime import SessionOptions
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+GPU_PROVIDERS = {"cuda", "tensorrt"}
+_LEASE: DeviceLease | None = None  # the device lock lives as long as the job's process
 
 
 def setup_logging(log_path: str | None = None, level: int = logging.INFO) -> None:
@@ -37,9 +40,22 @@ def run_guarded(main: Callable[[], object]) -> None:
 def session_options(runtime: dict, gpu_mem_limit: bool = True) -> SessionOptions:
     """SessionOptions from the config's ``runtime`` section, on the device this job may use.
 
-    A scheduler (SLURM, a GPU-aware runner) that sets CUDA_VISIBLE_DEVICES has already chosen the
-    device: it is device 0 of what this process sees.
+    When a GPU provider is asked for, the job takes its device from :func:`gpu_lease` (a scheduler's
+    CUDA_VISIBLE_DEVICES, else a locked slot of ``runtime.gpus``); the lock is held until the process ends.
     """
-    return SessionOptions(providers=tuple(runtime["providers"]), device_id=0, threads=int(runtime.get("threads", 0)),
+    lease = gpu_lease(runtime) if set(runtime["providers"]) & GPU_PROVIDERS else None
+    device_id = lease.device_id if lease is not None and lease.device_id is not None else 0
+    return SessionOptions(providers=tuple(runtime["providers"]), device_id=device_id,
+                          threads=int(runtime.get("threads", 0)),
                           gpu_mem_limit_mb=int(runtime["gpu_mem_limit_mb"]) if gpu_mem_limit else None,
                           trt_cache_dir=runtime.get("trt_cache_dir"))
+
+
+def gpu_lease(runtime: dict) -> DeviceLease:
+    """This process's device, acquired once and kept (with its lock) for the rest of the process."""
+    global _LEASE
+    if _LEASE is None:
+        _LEASE = acquire_device(gpus=runtime.get("gpus", [0]),
+                                jobs_per_device=int(runtime.get("gpu_jobs_per_device", 1)),
+                                lock_dir=runtime.get("gpu_lock_dir") or None)
+    return _LEASE

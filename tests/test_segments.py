@@ -26,6 +26,7 @@ BASE_CONFIG = {
     "encode": {"preset": "ultrafast"},
     "runtime": {"providers": ["cpu"], "threads": 1},
     "segments": {"frames": 16},
+    "report": {"qc": False},  # the report's own jobs are tested in test_report.py
 }
 
 

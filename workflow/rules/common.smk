@@ -239,6 +239,60 @@ def get_demo_outputs(wildcards):
     return get_final_outputs()
 
 
+# --- quality control for the report (rules in report.smk) ----------------------------------------
+def get_qc_depth(wildcards):
+    """The video's raw depth stores, one per segment, in frame order."""
+    folder = depth_dir(wildcards.video)
+    return [f"{folder}/{segment_name(*s)}.maps" for s in segments(wildcards.video)]
+
+
+def get_qc_near(wildcards):
+    """The video's near-map stores, one per segment, in frame order."""
+    folder = near_dir(wildcards.video)
+    return [f"{folder}/{segment_name(*s)}.maps" for s in segments(wildcards.video)]
+
+
+def get_qc_near_settings(wildcards):
+    return near_settings(wildcards.video)
+
+
+def get_qc_render_settings(wildcards):
+    return render_settings(wildcards.video)
+
+
+def get_qc_validations(wildcards):
+    """Validation reports of every export the library's videos use."""
+    models = {
+        da3_model(s["variant"], s["size"], s["contract"])
+        for s in map(da3_settings, VIDEOS)
+    }
+    for video in filter(uses_nvds, VIDEOS):
+        models.update(
+            nvds_models(
+                config["stabilise"]["nvds_tier"], config["stabilise"]["nvds_graphs"]
+            )
+        )
+    return [f"{model}.validation.json" for model in sorted(models)]
+
+
+def get_qc_stats(wildcards):
+    return [f"{WORK}/{video}/qc/stats.json" for video in sorted(VIDEOS)]
+
+
+def get_report_outputs():
+    """What `snakemake --report` shows (built by `all` unless report.qc is false)."""
+    if not config["report"]["qc"] or not VIDEOS:
+        return []
+    figures = ("contact_sheet.png", "flicker.png", "parallax.png")
+    per_video = [f"{WORK}/{v}/qc/{name}" for v in sorted(VIDEOS) for name in figures]
+    library = [
+        f"{WORK}/qc/exports.html",
+        f"{WORK}/qc/videos.html",
+        f"{WORK}/qc/benchmarks.html",
+    ]
+    return per_video + library
+
+
 # --- models -----------------------------------------------------------------------------------
 def da3_weights(variant):
     return f"{WEIGHTS}/DA3/{da3_weights_folder(variant)}/model.safetensors"

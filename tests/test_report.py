@@ -1,0 +1,77 @@
+"""`snakemake --report` on a tiny generated library: every figure and table is in it; profiles dry-run."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import pytest
+import yaml
+
+from stereo3d import samples
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png")
+TABLES = ("exports.html", "videos.html", "benchmarks.html")
+
+pytestmark = pytest.mark.skipif(
+    'include: "workflow/rules/report.smk"' not in (ROOT / "Snakefile").read_text(),
+    reason="workflow/rules/report.smk is not included by the Snakefile",
+)
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [*SNAKEMAKE, "--directory", str(workdir), f"--configfile={workdir / 'test.yaml'}", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if check and done.returncode != 0:
+        raise AssertionError(f"snakemake failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+    return done
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    """One short clip converted (DA3 at 140, EMA) through the default profile, then the report."""
+    from stereo3d.export.da3 import write_smoke_weights
+
+    workdir = tmp_path_factory.mktemp("report")
+    (workdir / "videos").mkdir()
+    samples.make_clip(workdir / "videos" / "moving.mp4", width=160, height=90, frames=12, fps="12")
+    write_smoke_weights(workdir / "weights/DA3/Small/model.safetensors", "small", seed=0)
+    config = {"library": {"folder": "videos"}, "da3": {"size": 140, "batch": 2}, "encode": {"preset": "ultrafast"},
+              "runtime": {"providers": ["cpu"]}, "report": {"contact_sheet_rows": 2}}  # fmt: skip
+    (workdir / "test.yaml").write_text(yaml.safe_dump(config))
+    snakemake(workdir, "--profile", str(ROOT / "profiles" / "default"), "--cores", "2")
+    snakemake(workdir, "--report", "report.html")
+    return workdir
+
+
+def test_every_figure_and_table_is_built_and_in_the_report(reported):
+    report = (reported / "report.html").read_text()
+    for name in FIGURES:
+        image = cv2.imread(str(reported / "work" / "moving" / "qc" / name))
+        assert image is not None and image.size > 0
+        assert name in report
+    for name in TABLES:
+        assert (reported / "work" / "qc" / name).is_file()
+        assert name in report
+    assert "moving" in (reported / "work" / "qc" / "videos.html").read_text()
+    assert "depth" in (reported / "work" / "qc" / "benchmarks.html").read_text()
+
+
+def test_changing_the_comfort_limit_reruns_only_the_report_figures(reported):
+    dry = snakemake(reported, "-n", "--config", "report={comfort_limit_pct: 1.5}")
+    assert "qc_video" in dry.stdout and "qc_library" in dry.stdout
+    for rule in ("depth", "near_maps", "render"):
+        assert f"rule {rule}:" not in dry.stdout and f"localrule {rule}:" not in dry.stdout
+
+
+@pytest.mark.parametrize("profile", ["default", "gpu", "slurm"])
+def test_each_profile_dry_runs_the_library(reported, profile):
+    if profile == "slurm" and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
+        pytest.skip("snakemake-executor-plugin-slurm is not installed (pip install -e '.[cluster]')")
+    dry = snakemake(reported, "--profile", str(ROOT / "profiles" / profile), "-n", "--forceall")
+    assert "qc_video" in dry.stdout and "depth" in dry.stdout
