@@ -1,4 +1,4 @@
-"""Renderer throughput against the encoder's: 1080p frames -> full SBS, then libx264 ``veryfast`` on those frames.
+"""P4: renderer throughput against the encoder's: 1080p frames -> full SBS, then libx264 ``veryfast`` on them.
 
     python -m bench.render_encode [--frames N] [--width W --height H] [--near-side S]
 
@@ -19,6 +19,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from bench import common
 from stereo3d.layouts import pack
 from stereo3d.render import StereoSettings, render_stereo
 from stereo3d.video import VideoEncoder
@@ -52,6 +53,18 @@ def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int 
         "ratio": round(render_fps / encode_fps, 2),
         "goal": 3.0,
     }
+
+
+def figure(frames: int = 24) -> dict:
+    """P4 for the harness: renderer frames/s ÷ libx264 veryfast frames/s at 1080p full SBS."""
+    common.say(f"P4: renderer vs libx264 veryfast, 1080p -> 3840x1080 full SBS, {frames} frames")
+    fig = run(frames)
+    return {"P4": common.figure(
+        fig["ratio"], ">= 3",
+        baseline={"what": "libx264 veryfast crf 18 on the packed frames (ffmpeg, own threads)",
+                  "fps": fig["encode_fps_x264_veryfast"]},
+        measured={"what": "render_stereo + full SBS packing (in process)", "fps": fig["render_fps"]},
+        setup=f"{fig['size']}, {frames} frames of a synthetic textured scene, near maps at 518 wide")}
 
 
 def scene(frames: int, width: int, height: int, near_side: int) -> tuple[list[np.ndarray], list[np.ndarray]]:

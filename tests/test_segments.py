@@ -174,8 +174,14 @@ def test_reruns_schedule_exactly_the_stages_a_setting_touches(tmp_path, models):
     configure(tmp_path, da3={"size": 112})
     assert scheduled(tmp_path) == {"export_da3": 1, "depth": segs, "ema_plan": 2, "near_maps": segs,
                                    "render": segs, "join": 2}
+    # A dry run reads only the header of the Base weights: one tensor of Base's ViT width is enough.
+    from safetensors.numpy import save_file
+
+    from stereo3d.export.da3 import HUB_PREFIX, WIDTH_KEY
+
     (tmp_path / "weights/DA3/Base").mkdir()
-    (tmp_path / "weights/DA3/Base/model.safetensors").write_bytes(b"never read by a dry run")
+    save_file({HUB_PREFIX + WIDTH_KEY: np.zeros((768, 3, 14, 14), np.float16)},
+              str(tmp_path / "weights/DA3/Base/model.safetensors"))
     configure(tmp_path, da3={"variant": "base"})
     assert scheduled(tmp_path) == {"export_da3": 1, "depth": segs, "ema_plan": 2, "near_maps": segs,
                                    "render": segs, "join": 2}

@@ -1,0 +1,274 @@
+"""What the benchmarks share: cached smoke models and clips, timing, peak RSS of a child run, the figure record.
+
+Models are exported once, with the project's own exporters from seeded *smoke* weights (timing only: their
+output is meaningless), into a cache folder laid out like the workflow's (``weights/``, ``models/``), so the
+workflow itself can use it. The cache is ``bench/.cache`` (git-ignored), or ``$STEREO3D_BENCH_CACHE``.
+Missing exports are built in parallel child processes (``python -m bench.common export ...``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("STEREO3D_BENCH_CACHE") or ROOT / "bench" / ".cache")
+# DA3 side of the depth figures: the demo's (DA3's native 518 is ~3.5x slower per frame on a CPU; pass
+# --da3-size 518 to measure it). NVDS tier: the demo's (the real-use tiers take minutes per frame window here).
+DA3_VARIANT = "small"
+DA3_SIZE = 280
+SMALL_DA3_SIZE = 140  # where many frames matter more than the side (P6's 10x clip, P8's one real conversion)
+NVDS_TIER = (256, 128)
+_STARTED = time.perf_counter()
+
+
+def say(message: str) -> None:
+    """Progress line on stderr with the seconds since the bench started."""
+    print(f"[{time.perf_counter() - _STARTED:6.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+# --- cached models ------------------------------------------------------------------------------------------
+def da3_weights() -> Path:
+    return CACHE / "weights" / "DA3" / "Small" / "model.safetensors"
+
+
+def nvds_weights() -> Path:
+    return CACHE / "weights" / "NVDS" / "NVDS_Stabilizer.pth"
+
+
+def da3_model_path(contract: str, size: int = DA3_SIZE) -> Path:
+    from stereo3d.export.names import da3_onnx_name
+
+    return CACHE / "models" / "DA3" / da3_onnx_name(DA3_VARIANT, size, contract)
+
+
+def nvds_dir() -> Path:
+    return CACHE / "models" / "NVDS"
+
+
+def nvds_paths(tier: tuple[int, int] = NVDS_TIER, modes: tuple[str, ...] = ("split", "monolith")) -> list[Path]:
+    name = f"{tier[0]}x{tier[1]}"
+    paths = []
+    if "split" in modes:
+        paths += [nvds_dir() / f"NVDS_Backbone_{name}.onnx", nvds_dir() / f"NVDS_Head_{name}.onnx"]
+    if "monolith" in modes:
+        paths.append(nvds_dir() / f"NVDS_Stabilizer_{name}.onnx")
+    return paths
+
+
+def _complete(path: Path) -> bool:
+    """An export counts once its validation report sits beside it (both are written atomically, model first)."""
+    return path.is_file() and path.with_name(path.name + ".validation.json").is_file()
+
+
+def ensure_models(da3: list[tuple[str, int]] = (), nvds: list[tuple[tuple[int, int], tuple[str, ...]]] = ()) -> None:
+    """Export what is missing of the DA3 ``(contract, size)`` and NVDS ``(tier, modes)`` models, in parallel."""
+    jobs = []
+    for contract, size in da3:
+        if not _complete(da3_model_path(contract, size)):
+            jobs.append(["da3", contract, str(size)])
+    for tier, modes in nvds:
+        if not all(_complete(p) for p in nvds_paths(tier, modes)):
+            jobs.append(["nvds", f"{tier[0]}x{tier[1]}", ",".join(modes)])
+    if not jobs:
+        return
+    # The weights first (cheap, shared by the exports), then the exports side by side: torch export is
+    # partly single-threaded, so two or three at once finish sooner than one after another.
+    if any(j[0] == "da3" for j in jobs) and not da3_weights().is_file():
+        _export_main(["weights", "da3"])
+    if any(j[0] == "nvds" for j in jobs) and not nvds_weights().is_file():
+        _export_main(["weights", "nvds"])
+    say(f"exporting smoke models into {CACHE} (once; cached): {', '.join(' '.join(j) for j in jobs)}")
+    procs = [(job, subprocess.Popen([sys.executable, "-m", "bench.common", "export", *job], cwd=ROOT,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+             for job in jobs]  # fmt: skip
+    failed = []
+    for job, proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            failed.append(f"{' '.join(job)}: {out.strip().splitlines()[-1] if out.strip() else proc.returncode}")
+    if failed:
+        raise RuntimeError("smoke export failed: " + "; ".join(failed))
+    say("exports done")
+
+
+def _export_main(args: list[str]) -> None:
+    """``python -m bench.common export ...``: one export (run in a child so several go side by side)."""
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    kind = args[0]
+    if kind == "weights":
+        if args[1] == "da3":
+            from stereo3d.export.da3 import write_smoke_weights
+
+            write_smoke_weights(da3_weights(), DA3_VARIANT)
+        else:
+            from stereo3d.nvds.checkpoint import write_smoke_checkpoint
+
+            write_smoke_checkpoint(nvds_weights())
+    elif kind == "da3":
+        from stereo3d.export.da3 import export_da3
+
+        contract, size = args[1], int(args[2])
+        export_da3(da3_weights(), da3_model_path(contract, size), DA3_VARIANT, size, contract, validate=False)
+    elif kind == "nvds":
+        from stereo3d.nvds.export import export_nvds
+
+        width, height = (int(v) for v in args[1].split("x"))
+        export_nvds(nvds_weights(), nvds_dir(), width, height, modes=tuple(args[2].split(",")), ort_check=False)
+    else:
+        raise SystemExit(f"unknown export {kind!r}")
+
+
+# --- clips ----------------------------------------------------------------------------------------------------
+def clip(name: str, **spec) -> Path:
+    """A generated clip (``stereo3d.samples.make_clip`` arguments), cached under ``clips/``."""
+    from stereo3d.samples import make_clip
+
+    path = CACHE / "clips" / f"{name}.mp4"
+    stamp = path.with_suffix(".json")
+    wanted = json.dumps(spec, sort_keys=True)
+    if not (path.is_file() and stamp.is_file() and stamp.read_text() == wanted):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        make_clip(path, **spec)
+        stamp.write_text(wanted)
+    return path
+
+
+def probe(path: Path) -> dict:
+    from stereo3d.probe import probe_video
+
+    return probe_video(path)
+
+
+def scratch(name: str) -> Path:
+    """An emptied work folder under the cache (kept after the run for inspection)."""
+    folder = CACHE / "scratch" / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+# --- timing ---------------------------------------------------------------------------------------------------
+def timed(fn: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def interleaved(runs: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Call each function of ``runs`` in turn, ``repeats`` rounds (A B C A B C ...), so that a burst of load
+    from other processes hits every contender alike; each function returns its own measured seconds."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            times[name].append(fn())
+    return times
+
+
+# --- memory ---------------------------------------------------------------------------------------------------
+def child_peak_rss(module_args: list[str], timeout: float = 600) -> dict:
+    """Run ``python -m <module_args>`` in a fresh process; it prints one JSON line last (``own_peak_rss`` of
+    itself, typically), which is returned."""
+    done = subprocess.run([sys.executable, "-m", *module_args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(module_args)} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class TreeRss:
+    """Samples the resident set of this process plus all its descendants (ffmpeg) every ``every_s`` seconds, in
+    a thread, from /proc; ``peak_mib`` is the largest sum seen. (``ru_maxrss`` of children is no help here: a
+    child counts the parent's pages it shared between fork and exec.)"""
+
+    def __init__(self, every_s: float = 0.02):
+        import threading
+
+        self.every_s = every_s
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="rss-sampler", daemon=True)
+
+    def __enter__(self) -> TreeRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def peak_mib(self) -> float:
+        return round(self.peak_kib / 1024, 1)
+
+    def _sample(self) -> None:
+        me = os.getpid()
+        while True:
+            # A child caught between fork and exec still shows this process's pages under its name: skipped.
+            total = _status(me)["VmRSS"] + sum(info["VmRSS"] for info in map(_status, _tree(me)[1:])
+                                                if info["Name"] != _status(me)["Name"])  # fmt: skip
+            self.peak_kib = max(self.peak_kib, total)
+            if self._stop.wait(self.every_s):
+                return
+
+
+def _tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        pids.append(current)
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:  # gone meanwhile
+            continue
+    return pids
+
+
+def _status(pid: int) -> dict:
+    """Name, VmRSS and VmHWM (KiB) of a process from /proc; zeros when it is gone."""
+    info = {"Name": "", "VmRSS": 0, "VmHWM": 0}
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key == "Name":
+                    info["Name"] = value.strip()
+                elif key in ("VmRSS", "VmHWM"):
+                    info[key] = int(value.split()[0])
+    except OSError:
+        pass
+    return info
+
+
+def own_peak_rss() -> dict:
+    """This process's peak RSS (MiB): VmHWM, which starts afresh at exec (``ru_maxrss`` does not: in a child
+    started from a large parent it reports the parent's size)."""
+    return {"peak_rss_mib": round(_status(os.getpid())["VmHWM"] / 1024, 1)}
+
+
+# --- the figure record ----------------------------------------------------------------------------------------
+def figure(ratio: float, goal: str, baseline: dict, measured: dict, **notes) -> dict:
+    """One entry of results.json: the ratio, its goal (``>= x`` or ``<= x``), whether it is met, and the
+    values behind it."""
+    op, limit = goal.split()
+    met = ratio >= float(limit) if op == ">=" else ratio <= float(limit)
+    return {"ratio": round(float(ratio), 3), "goal": goal, "met": bool(met), "baseline": baseline,
+            "measured": measured, **notes}  # fmt: skip
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "export":
+        _export_main(sys.argv[2:])
+    else:
+        raise SystemExit("usage: python -m bench.common export (weights da3|nvds | da3 CONTRACT SIZE | "
+                         "nvds WxH MODES)")

@@ -1,0 +1,131 @@
+"""P1, P2: the depth stage against bare ONNX Runtime and against the seed's per-frame reference loop.
+
+    python -m bench.depth [--frames N] [--size S] [--batch B] [--repeats R]
+
+* P1 = depth stage frames/s ÷ bare ``InferenceSession.run`` frames/s: same model (uint8 contract), same
+  frames, same batch. The bare loop gets its batches ready-made in memory (decoded, placed, stacked), so it
+  is the ceiling; the stage decodes, letterboxes, runs, crops and stores compressed.
+* P2 = depth stage frames/s ÷ the seed's reference loop: decode at the source size, per frame
+  ``cv2.resize`` (INTER_CUBIC) into the letterbox, ImageNet-normalise in numpy, batch 1 on the float-contract
+  export of the same weights on a session with ONNX Runtime's default options, crop, and the same compressed
+  store. The clip is 1080p (a library's usual size).
+
+Every contender opens its own session, and each is timed from its first frame to its stored last one
+(session creation excluded, as a long segment amortises it; it is reported apart). The contenders take
+turns, ``repeats`` rounds, and the best round of each counts (other processes only ever add time).
+The stage's depth store also feeds P7.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import cv2
+import numpy as np
+
+from bench import common
+
+
+def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: int = 2,
+        width: int = 1920, height: int = 1080) -> dict:
+    import onnxruntime as ort
+
+    from stereo3d.depth import estimate_depth
+    from stereo3d.mapstore import MapWriter
+    from stereo3d.preprocess import IMAGENET_MEAN, IMAGENET_STD, place, placement_for, to_model_input
+    from stereo3d.runtime import SessionOptions, open_session
+    from stereo3d.video import FrameReader
+
+    common.ensure_models(da3=[("uint8", size), ("float", size)])
+    u8_model, float_model = common.da3_model_path("uint8", size), common.da3_model_path("float", size)
+    video = common.clip(f"depth_{width}x{height}_{frames}", width=width, height=height, frames=frames,
+                        fps="24", pattern="testsrc2")  # fmt: skip
+    probe = common.probe(video)
+    placement = placement_for(width, height, size, "letterbox")
+    options = SessionOptions(providers=("cpu",))
+    work = common.scratch("depth")
+
+    with FrameReader(video, probe, size=(placement.width, placement.height)) as reader:
+        decoded = list(reader)
+    feeds = [to_model_input(place(np.stack(decoded[i : i + batch]), placement), "uint8")
+             for i in range(0, len(decoded), batch)]  # fmt: skip
+    opens: dict[str, list[float]] = {"bare": [], "reference": []}
+
+    def bare() -> float:
+        session, seconds = common.timed(lambda: open_session(u8_model, options))
+        opens["bare"].append(seconds)
+        start = time.perf_counter()
+        for feed in feeds:
+            session.run(["depth"], {"image": feed})
+        return time.perf_counter() - start
+
+    stage_runs: list[dict] = []
+
+    def stage() -> float:
+        out = work / f"stage-{len(stage_runs)}.maps"
+        result, wall = common.timed(
+            lambda: estimate_depth(video, probe, u8_model, out, batch=batch, options=options))
+        result["wall_s_with_session_open"] = round(wall, 2)
+        result["store"] = str(out)
+        stage_runs.append(result)
+        return result["frames"] / result["fps"]
+
+    def reference() -> float:
+        # The seed's session: ONNX Runtime's defaults, as its quick-inference example creates it.
+        session, seconds = common.timed(
+            lambda: ort.InferenceSession(str(float_model), providers=["CPUExecutionProvider"]))
+        opens["reference"].append(seconds)
+        out = work / "reference.maps"
+        start = time.perf_counter()
+        with FrameReader(video, probe) as reader, MapWriter(out, "log") as store:
+            for frame in reader:
+                fitted = cv2.resize(frame, (placement.width, placement.height), interpolation=cv2.INTER_CUBIC)
+                canvas = place(fitted[None], placement)[0]
+                x = (canvas.astype(np.float32) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+                x = np.transpose(x, (2, 0, 1))[None, ...]
+                depth = session.run(["depth"], {"image": x})[0]
+                store.append(placement.crop(depth)[0])
+        return time.perf_counter() - start
+
+    common.say(f"P1/P2: depth stage vs bare ORT vs seed loop, {frames} frames {width}x{height} -> DA3 {size}, "
+               f"batch {batch}, {repeats} rounds")
+    times = common.interleaved({"bare": bare, "stage": stage, "reference": reference}, repeats)
+    fps = {name: frames / min(values) for name, values in times.items()}
+    best_stage = stage_runs[int(np.argmin(times["stage"]))]
+    rounds = {name: [round(frames / t, 3) for t in values] for name, values in times.items()}
+    stage_measured = {"fps": round(fps["stage"], 3), "fps_rounds": rounds["stage"], "frames": frames,
+                      "batch": batch, "model": u8_model.name, "contract": "uint8",
+                      "wall_s_with_session_open": best_stage["wall_s_with_session_open"]}  # fmt: skip
+    p1 = common.figure(fps["stage"] / fps["bare"], ">= 0.9",
+                       baseline={"what": "bare InferenceSession.run over ready-made batches (same session options)",
+                                 "fps": round(fps["bare"], 3),
+                                 "fps_rounds": rounds["bare"], "batch": batch, "model": u8_model.name,
+                                 "session_open_s": [round(s, 2) for s in opens["bare"]]},
+                       measured=stage_measured,
+                       setup=f"{width}x{height} clip, {frames} frames, DA3 small smoke at {size}, letterbox, CPU")
+    p2 = common.figure(fps["stage"] / fps["reference"], ">= 1.3",
+                       baseline={"what": "seed loop: decode full size, cv2.resize INTER_CUBIC, numpy normalise, "
+                                         "batch 1, float contract, default session options, same store",
+                                 "fps": round(fps["reference"], 3), "fps_rounds": rounds["reference"], "batch": 1,
+                                 "model": float_model.name,
+                                 "session_open_s": [round(s, 2) for s in opens["reference"]]},
+                       measured=stage_measured,
+                       setup=f"{width}x{height} clip, {frames} frames, DA3 small smoke at {size}, letterbox, CPU")
+    return {"P1": p1, "P2": p2, "_store": best_stage["store"], "_size": size}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=16)
+    parser.add_argument("--size", type=int, default=common.DA3_SIZE)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    results = run(args.frames, args.size, args.batch, args.repeats)
+    print(json.dumps({k: v for k, v in results.items() if not k.startswith("_")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

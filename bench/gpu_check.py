@@ -1,0 +1,197 @@
+"""GPU figures in frames/s: DA3 at 518 on TensorRT fp16 and on CUDA, NVDS split at 512x288, NVENC, whole pipeline.
+
+    bench/gpu_check.sh [--out FILE]               (the wrapper: repo venv, nvidia-smi, then this)
+    python -m bench.gpu_check --cpu-smoke          (exercise every path on a CPU at tiny sizes; figures mean nothing)
+
+Installs nothing. Models come from the bench cache (exported once from smoke weights, timing only). Every
+ONNX Runtime session reports the providers it really got (onnxruntime-gpu falls back to CPU silently), and a
+figure whose session did not get the provider it names is marked ``"provider_ok": false``. NVENC is tried
+with a one-frame test encode first: H100/H200/A100 have no NVENC, and that is reported, not hidden.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench import common
+
+PROVIDER_NAMES = {"tensorrt": "TensorrtExecutionProvider", "cuda": "CUDAExecutionProvider",
+                  "cpu": "CPUExecutionProvider"}  # fmt: skip
+
+
+def _safe(name: str, results: dict, fn) -> None:
+    """Run one check; a failure is recorded in the JSON (with its first line) and the others still run."""
+    common.say(f"gpu_check: {name}")
+    try:
+        results[name] = fn()
+    except Exception as exc:  # a missing provider or encoder must not hide the other figures
+        results[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    common.say(f"gpu_check: {name}: {json.dumps(results[name])[:300]}")
+
+
+def da3_fps(provider: str, size: int, batch: int, iterations: int, trt_cache: Path) -> dict:
+    from stereo3d.runtime import SessionOptions, open_session
+
+    model = common.da3_model_path("uint8", size)
+    options = SessionOptions(providers=(provider, "cpu"), trt_cache_dir=str(trt_cache), trt_fp16=True)
+    session, open_s = common.timed(lambda: open_session(model, options))
+    used = session.get_providers()
+    x = np.random.default_rng(0).integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
+    _, first_s = common.timed(lambda: session.run(["depth"], {"image": x}))  # TensorRT builds its engine here
+    for _ in range(3):
+        session.run(["depth"], {"image": x})
+    start = time.perf_counter()
+    for _ in range(iterations):
+        session.run(["depth"], {"image": x})
+    seconds = time.perf_counter() - start
+    return {"model": model.name, "batch": batch, "fps": round(iterations * batch / seconds, 2),
+            "providers_used": used, "provider_ok": used[0] == PROVIDER_NAMES[provider],
+            "session_open_s": round(open_s, 2), "first_run_s": round(first_s, 2)}  # fmt: skip
+
+
+def nvds_fps(provider: str, tier: tuple[int, int], iterations: int) -> dict:
+    from stereo3d.nvds.stabiliser import open_stabiliser
+    from stereo3d.runtime import SessionOptions
+
+    stabiliser = open_stabiliser(common.nvds_dir(), *tier, SessionOptions(providers=(provider, "cpu")))
+    used = {role: s.get_providers() for role, s in stabiliser._sessions.items()}
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, (tier[1], tier[0], 3), dtype=np.uint8)
+    near = rng.random((tier[1], tier[0]), dtype=np.float32)
+    for _ in range(5):  # warm-up, and past the 4-frame window start
+        stabiliser.step(rgb, near)
+    start = time.perf_counter()
+    for _ in range(iterations):
+        stabiliser.step(rgb, near)
+    seconds = time.perf_counter() - start
+    return {"tier": f"{tier[0]}x{tier[1]}", "mode": stabiliser.mode, "fps": round(iterations / seconds, 2),
+            "providers_used": used, "provider_ok": all(p[0] == PROVIDER_NAMES[provider] for p in used.values())}
+
+
+def nvenc_fps(codec: str, frames: int, width: int, height: int) -> dict:
+    from bench.render_encode import scene
+    from stereo3d.layouts import pack
+    from stereo3d.render import StereoSettings, render_stereo
+    from stereo3d.video import VideoEncoder, _nvenc_problem
+
+    problem = _nvenc_problem(codec, "yuv420p")
+    if problem is not None:
+        return {"codec": codec, "available": False, "why": problem}
+    sources, nears = scene(min(frames, 24), width, height, 518)
+    packed = [pack(*render_stereo(f, n, StereoSettings()), "full_sbs") for f, n in zip(sources, nears)]
+    work = common.scratch("gpu_nvenc")
+    start = time.perf_counter()
+    with VideoEncoder(work / "sbs.mkv", 2 * width, height, "24", codec=codec, crf=18, preset="medium") as encoder:
+        for n in range(frames):
+            encoder.write(packed[n % len(packed)])
+    seconds = time.perf_counter() - start
+    return {"codec": codec, "available": True, "size": f"{2 * width}x{height}", "frames": frames,
+            "fps": round(frames / seconds, 2)}  # fmt: skip
+
+
+def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], frames: int, width: int,
+                 height: int, codec: str, trt_cache: Path) -> dict:  # fmt: skip
+    from stereo3d.convert import EncodeSettings, render_video
+    from stereo3d.depth import estimate_depth
+    from stereo3d.probe import probe_video
+    from stereo3d.render import StereoSettings
+    from stereo3d.runtime import PROFILE_ENV, SessionOptions, inference_totals
+    from stereo3d.stabilise import make_near_maps
+
+    os.environ[PROFILE_ENV] = "1"
+    clip = common.clip(f"gpu_{width}x{height}_{frames}", width=width, height=height, frames=frames, fps="24",
+                       pattern="testsrc2", audio=True)  # fmt: skip
+    work = common.scratch("gpu_pipeline")
+    options = SessionOptions(providers=providers, trt_cache_dir=str(trt_cache))
+    inference_totals(reset=True)
+    stages = {}
+    started = time.perf_counter()
+    probe = probe_video(clip)
+    for name, fn in (
+        ("depth", lambda: estimate_depth(clip, probe, common.da3_model_path("uint8", size), work / "depth.maps",
+                                         batch=8, options=options)),
+        ("near_maps", lambda: make_near_maps(clip, probe, work / "depth.maps", work / "near.maps", method="nvds",
+                                             nvds_models=common.nvds_dir(), nvds_tier=tier, options=options)),
+        ("render", lambda: render_video(clip, probe, work / "near.maps", work / "sbs.mkv", StereoSettings(),
+                                        "full_sbs", EncodeSettings(codec=codec, preset="medium"))),
+    ):  # fmt: skip
+        result, seconds = common.timed(fn)
+        stages[name] = {"wall_s": round(seconds, 2), "fps": round(frames / seconds, 2),
+                        **{k: v for k, v in result.items() if k in ("providers", "codec")}}  # fmt: skip
+    wall = time.perf_counter() - started
+    totals = inference_totals()
+    return {"clip": f"{width}x{height}, {frames} frames", "da3": f"small {size} uint8 batch 8",
+            "nvds": f"split {tier[0]}x{tier[1]}", "fps": round(frames / wall, 2), "wall_s": round(wall, 2),
+            "inference_s": round(totals["seconds"], 2), "wall_over_inference": round(wall / totals["seconds"], 3),
+            "stages": stages}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=common.ROOT / "bench" / "gpu_results.json")
+    parser.add_argument("--cpu-smoke", action="store_true",
+                        help="CPU providers, small sizes: checks that every path runs (figures mean nothing)")
+    parser.add_argument("--frames", type=int, default=240, help="frames of the 1080p pipeline clip")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    smoke = args.cpu_smoke
+    size, tier = (140, common.NVDS_TIER) if smoke else (518, (512, 288))
+    gpu = ("cpu",) if smoke else ("cuda",)
+    width, height, frames = (320, 180, 8) if smoke else (1920, 1080, args.frames)
+    trt_cache = common.CACHE / "trt"
+    results: dict = {"host": _host(), "smoke": smoke}
+    try:
+        import onnxruntime as ort
+
+        results["onnxruntime"] = {"version": ort.__version__, "available_providers": ort.get_available_providers()}
+    except ImportError as exc:
+        raise SystemExit(f"onnxruntime is not installed in this environment: {exc}") from None
+    common.ensure_models(da3=[("uint8", size)], nvds=[(tier, ("split",))])
+    iterations = 2 if smoke else 50
+    if smoke:
+        _safe("da3_cpu", results, lambda: da3_fps("cpu", size, 2, iterations, trt_cache))
+    else:
+        _safe("da3_tensorrt_fp16", results, lambda: da3_fps("tensorrt", size, 8, iterations, trt_cache))
+        _safe("da3_tensorrt_fp16_b1", results, lambda: da3_fps("tensorrt", size, 1, iterations, trt_cache))
+        _safe("da3_cuda", results, lambda: da3_fps("cuda", size, 8, iterations, trt_cache))
+    _safe("nvds_split", results, lambda: nvds_fps(gpu[0], tier, 2 if smoke else 30))
+    _safe("nvenc_h264", results, lambda: nvenc_fps("h264_nvenc", 8 if smoke else 120, width, height))
+    _safe("x264_veryfast_ref", results, lambda: _x264(width, height, 8 if smoke else 48))
+    providers = ("cpu",) if smoke else ("tensorrt", "cuda", "cpu")
+    codec = "h264_nvenc" if results.get("nvenc_h264", {}).get("available") else "libx264"
+    _safe("pipeline", results, lambda: pipeline_fps(providers, size, tier, frames, width, height, codec, trt_cache))
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+    print(f"written {args.out}", file=sys.stderr)
+
+
+def _x264(width: int, height: int, frames: int) -> dict:
+    from bench.render_encode import run
+
+    fig = run(frames, width, height)
+    return {"render_fps": fig["render_fps"], "x264_veryfast_fps": fig["encode_fps_x264_veryfast"],
+            "render_over_x264": fig["ratio"]}
+
+
+def _host() -> dict:
+    info = {"machine": platform.machine(), "python": sys.version.split()[0]}
+    if shutil.which("nvidia-smi"):
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        info["gpus"] = done.stdout.strip().splitlines()
+    return info
+
+
+if __name__ == "__main__":
+    main()
