@@ -11,11 +11,14 @@ from stereo3d.export.names import DA3_STEM, da3_onnx_name, da3_weights_folder
 from stereo3d.keys import LAYOUT_TAGS, keyed
 from stereo3d.library import ID_PATTERN, discover, video_id
 from stereo3d.samples import DEMO_CLIPS
+from stereo3d.sheet import per_video_settings
+
+SCHEMAS = Path(workflow.basedir) / "workflow/schemas"
+CONFIG_SCHEMA = load_schema(SCHEMAS / "config.schema.yaml")
 
 
 def _validated_config():
-    schema = load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
-    checked, warnings = validate_config(config, schema)
+    checked, warnings = validate_config(config, CONFIG_SCHEMA)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
     return checked
@@ -47,8 +50,20 @@ def _library():
     )
 
 
+def _per_video():
+    """(id → that video's da3/stabilise/near/render/encode sections, id → path to convert)."""
+    return per_video_settings(
+        config,
+        CONFIG_SCHEMA,
+        load_schema(SCHEMAS / "sheet.schema.yaml"),
+        config["library"]["sheet"],
+        _library(),
+        config["library"]["folder"],
+    )
+
+
 try:
-    VIDEOS = _library()
+    VIDEO_SETTINGS, VIDEOS = _per_video()
 except StereoError as exc:
     raise WorkflowError(str(exc)) from None
 
@@ -64,9 +79,9 @@ wildcard_constraints:
     tag="|".join(LAYOUT_TAGS.values()),
 
 
-# --- per-video settings (one place where per-video overrides will plug in) -----------------
+# --- per-video settings: config.yaml with the video's sheet row laid over it ---------------
 def da3_settings(video):
-    return config["da3"]
+    return VIDEO_SETTINGS[video]["da3"]
 
 
 NEAR_KEYS = {
@@ -79,9 +94,9 @@ NEAR_KEYS = {
 def near_settings(video):
     """Everything that changes the near maps' bytes (and nothing that doesn't, so a setting of
     another method changes no path)."""
-    stabilise = config["stabilise"]
+    stabilise = VIDEO_SETTINGS[video]["stabilise"]
     method = stabilise["method"]
-    settings = {**config["near"], "method": method}
+    settings = {**VIDEO_SETTINGS[video]["near"], "method": method}
     settings.update({key: stabilise[key] for key in NEAR_KEYS[method]})
     if method == "nvds":
         settings["nvds_architecture"] = config["export"]["nvds_architecture"]
@@ -90,7 +105,7 @@ def near_settings(video):
 
 def render_settings(video):
     """Everything that changes the encoded stereo video's bytes."""
-    return {**config["render"], **config["encode"]}
+    return {**VIDEO_SETTINGS[video]["render"], **VIDEO_SETTINGS[video]["encode"]}
 
 
 def depth_key(video):
@@ -269,7 +284,7 @@ def get_qc_validations(wildcards):
     for video in filter(uses_nvds, VIDEOS):
         models.update(
             nvds_models(
-                config["stabilise"]["nvds_tier"], config["stabilise"]["nvds_graphs"]
+                near_settings(video)["nvds_tier"], config["stabilise"]["nvds_graphs"]
             )
         )
     return [f"{model}.validation.json" for model in sorted(models)]
@@ -328,7 +343,7 @@ def get_near_models(wildcards):
     if not uses_nvds(wildcards.video):
         return []
     return nvds_models(
-        config["stabilise"]["nvds_tier"], config["stabilise"]["nvds_graphs"]
+        near_settings(wildcards.video)["nvds_tier"], config["stabilise"]["nvds_graphs"]
     )
 
 
