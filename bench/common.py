@@ -92,6 +92,7 @@ def ensure_models(da3: list[tuple[str, int]] = (), nvds: list[tuple[tuple[int, i
     for job, proc in procs:
         out, _ = proc.communicate()
         if proc.returncode != 0:
+            print(out[-4000:], file=sys.stderr)  # the child's traceback: the one line below rarely says enough
             failed.append(f"{' '.join(job)}: {out.strip().splitlines()[-1] if out.strip() else proc.returncode}")
     if failed:
         raise RuntimeError("smoke export failed: " + "; ".join(failed))

@@ -29,7 +29,7 @@ from bench import common
 
 
 def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: int = 2,
-        width: int = 1920, height: int = 1080) -> dict:
+        width: int = 1920, height: int = 1080, provider: str = "cpu") -> dict:
     import onnxruntime as ort
 
     from stereo3d.depth import estimate_depth
@@ -44,7 +44,10 @@ def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: 
                         fps="24", pattern="testsrc2")  # fmt: skip
     probe = common.probe(video)
     placement = placement_for(width, height, size, "letterbox")
-    options = SessionOptions(providers=("cpu",))
+    # On a GPU every contender gets the same provider (and the CPU behind it, as the workflow configures it).
+    options = SessionOptions(providers=(provider, "cpu") if provider != "cpu" else ("cpu",))
+    ort_providers = [p for p in ({"cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
+                                 .get(provider), "CPUExecutionProvider") if p]  # fmt: skip
     work = common.scratch("depth")
 
     with FrameReader(video, probe, size=(placement.width, placement.height)) as reader:
@@ -75,7 +78,7 @@ def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: 
     def reference() -> float:
         # The seed's session: ONNX Runtime's defaults, as its quick-inference example creates it.
         session, seconds = common.timed(
-            lambda: ort.InferenceSession(str(float_model), providers=["CPUExecutionProvider"]))
+            lambda: ort.InferenceSession(str(float_model), providers=ort_providers))
         opens["reference"].append(seconds)
         out = work / "reference.maps"
         start = time.perf_counter()
@@ -98,13 +101,14 @@ def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: 
     stage_measured = {"fps": round(fps["stage"], 3), "fps_rounds": rounds["stage"], "frames": frames,
                       "batch": batch, "model": u8_model.name, "contract": "uint8",
                       "wall_s_with_session_open": best_stage["wall_s_with_session_open"]}  # fmt: skip
+    setup = f"{width}x{height} clip, {frames} frames, DA3 small smoke at {size}, letterbox, {provider}"
     p1 = common.figure(fps["stage"] / fps["bare"], ">= 0.9",
                        baseline={"what": "bare InferenceSession.run over ready-made batches (same session options)",
                                  "fps": round(fps["bare"], 3),
                                  "fps_rounds": rounds["bare"], "batch": batch, "model": u8_model.name,
                                  "session_open_s": [round(s, 2) for s in opens["bare"]]},
                        measured=stage_measured,
-                       setup=f"{width}x{height} clip, {frames} frames, DA3 small smoke at {size}, letterbox, CPU")
+                       setup=setup)
     p2 = common.figure(fps["stage"] / fps["reference"], ">= 1.3",
                        baseline={"what": "seed loop: decode full size, cv2.resize INTER_CUBIC, numpy normalise, "
                                          "batch 1, float contract, default session options, same store",
@@ -112,7 +116,7 @@ def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: 
                                  "model": float_model.name,
                                  "session_open_s": [round(s, 2) for s in opens["reference"]]},
                        measured=stage_measured,
-                       setup=f"{width}x{height} clip, {frames} frames, DA3 small smoke at {size}, letterbox, CPU")
+                       setup=setup)
     return {"P1": p1, "P2": p2, "_store": best_stage["store"], "_size": size}
 
 
@@ -122,8 +126,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=common.DA3_SIZE)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--provider", default="cpu", choices=["cpu", "cuda", "tensorrt"])
     args = parser.parse_args()
-    results = run(args.frames, args.size, args.batch, args.repeats)
+    results = run(args.frames, args.size, args.batch, args.repeats, provider=args.provider)
     print(json.dumps({k: v for k, v in results.items() if not k.startswith("_")}, indent=2))
 
 

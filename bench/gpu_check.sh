@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # GPU figures (frames/s) on a machine with an NVIDIA GPU: DA3 small at 518 on TensorRT fp16 and on CUDA, NVDS
 # split at 512x288 (CUDA), NVENC encode (where the GPU has NVENC), and the whole pipeline on a 1080p clip.
-# Writes bench/gpu_results.json (or --out FILE). Installs nothing: it uses the repository's .venv.
+# Writes bench/gpu_results.json (or --out FILE). Installs nothing: it uses the repository's .venv, or the
+# interpreter named by $STEREO3D_PYTHON (a machine whose own Python already holds the packages).
 #   bench/gpu_check.sh [--out FILE] [--frames N]
 #   bench/gpu_check.sh --cpu-smoke      every path on the CPU at tiny sizes (checks the script; no figures)
 # First run: exports the smoke models (a few minutes on the CPU) and TensorRT builds its engines (minutes);
 # both are cached under bench/.cache ($STEREO3D_BENCH_CACHE to move it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=.venv/bin/python
-if [[ ! -x $PY ]]; then
-    echo "gpu_check: no .venv here; create it as README.md says (nothing is installed by this script)" >&2
+PY=${STEREO3D_PYTHON:-.venv/bin/python}
+if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "gpu_check: no $PY here; create .venv as README.md says, or set STEREO3D_PYTHON" >&2
     exit 2
 fi
 if [[ " $* " != *" --cpu-smoke "* ]]; then
