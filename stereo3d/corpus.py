@@ -49,8 +49,8 @@ VIDEO_CASES = (
     Case("interlaced.mp4", "converts", "interlaced (tff): converts; fields are deinterlaced (bwdif, one "
          "frame per frame) before depth and rendering"),
     Case("ten_bit.mkv", "converts", "10-bit: converts to 10-bit (HEVC by encode.deep_codec)"),
-    Case("hfr_240.mp4", "converts", "240 fps: converts, every frame; the Matroska render intermediate rounds "
-         "frame times to whole ms (4/5 ms steps; see the xfail test)"),
+    Case("hfr_240.mp4", "converts", "240 fps: converts, every frame at its exact time (the Matroska render "
+         "intermediates round to whole ms; the final mux restamps the source's ticks)"),
     Case(HOSTILE_NAME, "converts", "spaces, unicode, ;$()'\"` and a glob in the name: converts, nothing "
          "executed"),
     Case("folder.mp4", "", "a folder named like a video: not a video, skipped by discovery (its videos "

@@ -17,16 +17,22 @@ def join_segments(segments: list[str | Path], starts: list[int], source: str | P
     """Concatenate the encoded ``segments`` (frame ranges beginning at ``starts``) and mux the result
     with every audio/subtitle/chapter stream of ``source`` into ``out`` (written atomically)."""
     out = Path(out)
+    if len(segments) != len(starts):
+        raise ValueError(f"{len(segments)} segments but {len(starts)} start frames")
     if len(segments) == 1:
         return mux_with_source(segments[0], source, out, probe)
     pts = probe.get("frame_pts_s") or []
+    # Each segment lasts until the next one's first frame (variable frame rate included). The concat demuxer
+    # counts in whole microseconds: durations are differences of the segments' rounded start times, so the
+    # rounding never adds up over many segments: each starts within half a microsecond of its first frame (the
+    # Matroska segments then round to the millisecond, which the final mux restamps exactly).
+    micros = [round(pts[start] * 10**6) for start in starts] if pts else []
     listing = ["ffconcat version 1.0"]
-    for index, (segment, start) in enumerate(zip(segments, starts, strict=True)):
+    for index, segment in enumerate(segments):
         listing.append(f"file {_quote(ffmpeg_url(Path(segment).resolve()))}")
-        if index + 1 < len(starts) and pts:
-            # Each segment lasts exactly until the next one's first frame: no drift at the joins,
-            # variable frame rate included.
-            listing.append(f"duration {pts[starts[index + 1]] - pts[start]:.6f}")
+        if index + 1 < len(micros):
+            span = micros[index + 1] - micros[index]
+            listing.append(f"duration {span // 10**6}.{span % 10**6:06d}")
     joined = temp_path_for(out.with_name(out.stem + ".joined.mkv"))
     concat_list = temp_path_for(out.with_name(out.stem + ".ffconcat"))
     try:  # both are intermediates beside the result, never left behind

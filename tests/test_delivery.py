@@ -13,6 +13,7 @@ import pytest
 
 from stereo3d.convert import EncodeSettings, choose_encoder, render_video
 from stereo3d.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.join import join_segments
 from stereo3d.layouts import LAYOUTS, output_size
 from stereo3d.mapstore import write_maps
 from stereo3d.probe import probe_video
@@ -111,6 +112,34 @@ def test_variable_frame_rate_source_keeps_its_timestamps(make_clip, tmp_path):
         got = probe_video(path)["frame_pts_s"]
         assert len(got) == len(probe["frame_pts_s"])
         assert np.abs(np.array(got) - np.array(probe["frame_pts_s"])).max() <= 0.001
+
+
+@pytest.mark.parametrize("segment", [16, 0], ids=["segments_of_16", "whole"])
+@pytest.mark.parametrize(("fps", "vfr"), [("24000/1001", False), ("240", False), ("24", True)],
+                         ids=["23.976", "240", "vfr"])  # fmt: skip
+def test_joined_result_keeps_the_source_frame_times_exactly(make_clip, tmp_path, fps, vfr, segment):
+    # Frame steps of 1001/24000 or 1/240 s are no whole milliseconds, which is all the Matroska render
+    # intermediates hold; the medium preset's B-frames give decode times apart from presentation times.
+    source = make_clip("clip.mp4", width=32, height=16, frames=40, fps=fps, vfr=vfr, audio=True)
+    probe = probe_video(source)
+    size = segment or 40
+    starts = list(range(0, 40, size))
+    segments = []
+    for start in starts:
+        count = min(size, 40 - start)
+        near = write_maps(tmp_path / f"{start}.maps", [np.full((16, 32), 0.5, np.float32)] * count, "linear",
+                          attrs={"start": start})  # fmt: skip
+        assert near == count
+        segments.append(tmp_path / f"{start}.mkv")
+        render_video(source, probe, tmp_path / f"{start}.maps", segments[-1], STEREO, "full_sbs",
+                     EncodeSettings(preset="medium"))  # fmt: skip
+    out = probe_video(join_segments(segments, starts, source, tmp_path / "final.mp4", probe))
+    assert out["video"]["time_base"] == probe["video"]["time_base"]
+    assert out["frame_pts_s"] == probe["frame_pts_s"]
+    assert (out["video"]["fps_fraction"], out["video"]["vfr"]) == (probe["video"]["fps_fraction"], vfr)
+    assert out["video"]["start_pts_s"] == probe["video"]["start_pts_s"]
+    assert out["video"]["duration_s"] == probe["video"]["duration_s"]
+    assert decodes(tmp_path / "final.mp4")
 
 
 def test_encoder_writes_the_timestamps_it_is_given(tmp_path):
