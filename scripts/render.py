@@ -3,12 +3,13 @@
 import json
 
 from stereo3d.convert import EncodeSettings, render_video
-from stereo3d.render import StereoSettings
+from stereo3d.render import StereoSettings, set_render_threads
 from stereo3d.scripting import run_guarded, setup_logging
 
 
 def main():
     s = snakemake.params.render  # {**config["render"], **config["encode"]}
+    set_render_threads(snakemake.threads)
     render_video(
         video=snakemake.input.source,
         probe=json.loads(open(snakemake.input.probe).read()),

@@ -10,14 +10,22 @@ sub-pixel). For the left view a source column ``x`` lands at ``t(x) = x + shift(
 ``round(t)``, with the sub-pixel source position ``round(t) - shift`` as its value. Occlusion is decided without
 sorting: a nearer pixel always lies left of any farther pixel landing on the same spot, so a pixel is hidden
 exactly when its target is not beyond every target to its left (a running maximum; it only needs a window as
-wide as the parallax range, so it is a one-row dilation). Target pixels nobody claimed are disocclusions: they
-repeat the last claimed pixel to their left, which is the background side for this direction, never the
-foreground. The right view is the same computation mirrored.
+wide as the parallax range). Target pixels nobody claimed are disocclusions: they repeat the last claimed pixel
+to their left, which is the background side for this direction, never the foreground. The right view is the same
+computation mirrored.
+
+Speed (a 1080p frame must render well ahead of x264 ``veryfast``, with no per-pixel Python), in order of what
+it saved: the image is resampled as RGBA through float maps, the only remap path OpenCV vectorises here (3
+channels or fixed-point maps run ~2.5x slower); each view's map is built and applied in bands of rows small
+enough that the dozen passes over them stay in the CPU cache; the shift is int16 fixed point (1/2**bits px)
+from the near map on, so resizing and dilating it at frame size move half the bytes of float32, and the map
+needs no conversion to OpenCV's format at the end; running maxima double their window per pass (log2 of the
+parallax range) instead of a dilation's comparison per column of it.
 """
 
 from __future__ import annotations
 
-import functools
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,11 +35,13 @@ import numpy as np
 
 EYES = ("none", "left", "right")
 
-# Running maxima over windows wider than this are cheaper as a full cumulative maximum than as a dilation.
-_DILATE_MAX_SPAN = 96
 # Frames smaller than this render both eyes in the calling thread (a thread hand-off costs more than it saves).
 _PARALLEL_MIN_PIXELS = 256 * 256
 _TIE_BREAK = 2.0**-10  # pixels; far below the fixed-point resolution of the map
+# Pixels per band of rows that a view's map is built and applied in: the band's scratch arrays (~50 bytes per
+# pixel, a few MB) stay in the CPU caches between the passes. Smaller bands lose more to per-call overhead than
+# they gain (at 1080p, 2**17 measured best of 2**15 .. a whole frame).
+_BAND_PIXELS = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -57,18 +67,16 @@ def render_stereo(frame: np.ndarray, near: np.ndarray, settings: StereoSettings)
     """Left and right views (same dtype as ``frame``: uint8, or uint16 for deep sources; ``[H, W, 3]``) of an
     RGB frame and its near map (float, larger = nearer, any size: resized to the frame)."""
     height, width = frame.shape[:2]
-    parallax = parallax_px(prepare_near(near, (height, width), settings.edge_dilate_px), width, settings)
+    # Each eye takes half the parallax, in opposite directions; a lone rendered eye takes all of it.
+    share = 0.5 if settings.original_eye == "none" else 1.0
+    shift = _fixed_shift_of_near(near, (height, width), settings, share)
+    source, channels = _remap_source(frame)
     if settings.original_eye == "left":
-        return frame, _warp(frame, -parallax, mirrored=True)
+        return frame, _render_eyes(source, shift, channels, (True,))[0]
     if settings.original_eye == "right":
-        return _warp(frame, parallax, mirrored=False), frame
-    half = parallax * np.float32(0.5)
-    if height * width < _PARALLEL_MIN_PIXELS:
-        return _warp(frame, half, mirrored=False), _warp(frame, -half, mirrored=True)
-    # The two eyes are independent and OpenCV/numpy release the GIL on whole-frame work: one thread each.
-    right = _pool().submit(_warp, frame, -half, True)
-    left = _warp(frame, half, mirrored=False)
-    return left, right.result()
+        return _render_eyes(source, shift, channels, (False,))[0], frame
+    left, right = _render_eyes(source, shift, channels, (False, True))
+    return left, right
 
 
 def prepare_near(near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int) -> np.ndarray:
@@ -76,6 +84,7 @@ def prepare_near(near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int) 
 
     Dilation comes after resizing: upscaling blurs a depth edge into a ramp, and growing the near side past that
     ramp is what makes the foreground's edge pixels (often a blend of both sides) travel with the foreground.
+    ``render_stereo`` does the same in fixed point (``_fixed_shift_of_near``).
     """
     near = np.asarray(near, dtype=np.float32)
     if near.shape != shape:
@@ -106,79 +115,219 @@ def parallax_px(near: np.ndarray, width: int, settings: StereoSettings) -> np.nd
 
 def warp_view(image: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """Forward-warp ``image`` along rows by ``shift`` pixels (larger shift = nearer; positive moves right, as in
-    the left view): nearer pixels win, holes are filled from the left (the background side for this direction)."""
-    return _warp(image, np.asarray(shift, dtype=np.float32), mirrored=False)
+    the left view): nearer pixels win, holes are filled from the left (the background side for this direction).
+    The shift is taken to the map's resolution, 1/2**bits pixel (1/32 up to 2046 columns)."""
+    shift = np.asarray(shift, dtype=np.float32)
+    source, channels = _remap_source(image)
+    return _render_eyes(source, _fixed_shift(shift), channels, (False,))[0]
 
 
 def source_columns(shift: np.ndarray) -> np.ndarray:
     """Backward map of the forward warp by ``shift`` (``[H, W]``, left-view direction): for every target pixel
-    the (fractional) source column it shows, float32. See the module docstring for occlusion and holes."""
-    shift = np.ascontiguousarray(shift, dtype=np.float32)
-    fixed, bits = _source_fixed(shift)
-    return fixed.astype(np.float32) / np.float32(1 << bits) - np.float32(1.0)
+    the (fractional) source column it shows, float32 (-1: nothing lands at or left of it). See the module
+    docstring for occlusion and holes."""
+    fixed = _fixed_shift(np.asarray(shift, dtype=np.float32))
+    columns = np.empty(fixed.values.shape, np.float32)
+    for top, bottom, map_x in _band_maps(fixed, False, 0, fixed.values.shape[0]):
+        columns[top:bottom] = map_x
+    return columns
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
 
 
-def _warp(image: np.ndarray, shift: np.ndarray, mirrored: bool) -> np.ndarray:
-    """Resample ``image`` through the backward map of ``shift``; ``mirrored`` warps in the right-view direction
-    (nearer moves left, holes filled from the right) by mirroring the map computation, not the image."""
-    shift = np.ascontiguousarray(shift, dtype=np.float32)
-    height, width = shift.shape
-    if mirrored:
-        fixed, bits = _source_fixed(cv2.flip(shift, 1), negate=True)
-        # Column x of the mirrored problem is column width-1-x here; +1 px is the offset _source_fixed adds.
-        fixed = cv2.flip(cv2.subtract(np.full_like(fixed, (width + 1) << bits), fixed), 1)
-    else:
-        fixed, bits = _source_fixed(shift)
-    # Fixed point -> OpenCV's own remap format: integer column (beside the row) plus a 5-bit fraction index.
-    one = 1 << bits
-    np.maximum(fixed, one, out=fixed)  # nothing claimed left of the first pixel: column 0
-    fixed -= one
-    map_xy = _workspace(height, width).map_xy
-    np.right_shift(fixed, bits, out=map_xy[:, :, 0], casting="unsafe")
-    fraction = np.bitwise_and(fixed, one - 1, out=fixed)
-    fraction <<= cv2.INTER_BITS - bits
-    return cv2.remap(image, map_xy, fraction, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+@dataclass(frozen=True)
+class _FixedShift:
+    """A shift map in fixed point: int16 ``values`` in units of 1/2**``bits`` pixel (left-view direction),
+    and its smallest and largest value. Fixed point from the start makes every full-size pass over it half the
+    bytes of float32, and it is exactly what the map resolves anyway. int16 holds +-1023 px at 5 bits (any
+    width up to 2046), +-2047 px at 4 bits: far beyond the schema's 10 % divergence plus 5 % IPD offset."""
+
+    values: np.ndarray
+    bits: int
+    lo: int
+    hi: int
 
 
-def _source_fixed(shift: np.ndarray, negate: bool = False) -> tuple[np.ndarray, int]:
-    """The backward map as uint16 fixed point with ``bits`` fraction bits, offset by +1 pixel so that 0 can
-    mean "nothing lands here". ``negate`` warps by ``-shift`` (saves a pass for the mirrored eye)."""
-    height, width = shift.shape
+def _fixed_shift_of_near(near: np.ndarray, shape: tuple[int, int], settings: StereoSettings,
+                         share: float) -> _FixedShift:  # fmt: skip
+    """``share`` times ``parallax_px(prepare_near(near, shape, edge_dilate_px), width, settings)``, in fixed
+    point. The parallax is an increasing linear function of the near map (for a non-negative divergence), so it
+    commutes with the bilinear resize and with the dilation: scaling the small near map first lets both run on
+    int16 at frame size instead of float32 (dilation of float32 at 1080p alone costs ~6 ms). The border taper
+    is not uniform across columns, so it comes after them, as in ``parallax_px``."""
+    height, width = shape
     bits = _fraction_bits(width)
-    one = 1 << bits
-    work = _workspace(height, width)
-    sign = -1.0 if negate else 1.0
-    # The target pixel each source column claims (rounded), and the sub-pixel source position shown there.
-    # The tie-break nudge rounds exact halves up, uniformly: OpenCV rounds half to even, which would land a
-    # surface shifted by k + 1/2 pixels on every other pixel twice (a collision, then a gap).
-    landing = cv2.addWeighted(shift, sign, _column_map(height, width), 1.0, _TIE_BREAK, dst=work.landing,
+    unit = share * (1 << bits)  # fixed-point units per pixel of parallax
+    gain = settings.divergence_pct / 100.0 * width * unit
+    ipd = settings.ipd_offset_pct / 100.0 * width * unit
+    taper_px = settings.border_taper_pct / 100.0 * width
+    near = np.asarray(near, dtype=np.float32)
+    offset = -settings.zero_plane() * gain - (0.0 if taper_px >= 1.0 else ipd)
+    values = cv2.addWeighted(near, gain, near, 0.0, offset, dtype=cv2.CV_16S)  # rounds, saturates
+    if values.shape != shape:
+        values = cv2.resize(values, (width, height), interpolation=cv2.INTER_LINEAR)
+    if settings.edge_dilate_px > 0:
+        size = 2 * settings.edge_dilate_px + 1
+        element = cv2.getStructuringElement(cv2.MORPH_RECT, (size, size))
+        # Growing the near side of the near map grows the larger side of the shift, or its smaller side when
+        # a negative divergence reverses the order.
+        values = (cv2.dilate if gain >= 0 else cv2.erode)(values, element)
+    if taper_px >= 1.0:
+        tapered = np.multiply(values, _border_ramp(width, float(taper_px)), dtype=np.float32)
+        values = cv2.addWeighted(tapered, 1.0, tapered, 0.0, -ipd, dtype=cv2.CV_16S)
+    return _with_range(values, bits)
+
+
+def _fixed_shift(shift: np.ndarray) -> _FixedShift:
+    bits = _fraction_bits(shift.shape[1])
+    return _with_range(cv2.addWeighted(shift, float(1 << bits), shift, 0.0, 0.0, dtype=cv2.CV_16S), bits)
+
+
+def _with_range(values: np.ndarray, bits: int) -> _FixedShift:
+    lo, hi = cv2.minMaxLoc(values)[:2]
+    return _FixedShift(values, bits, int(lo), int(hi))
+
+
+def _remap_source(image: np.ndarray) -> tuple[np.ndarray, int]:
+    """The image as ``cv2.remap`` resamples it fastest, and the channel count the views keep (0: 2-D).
+    OpenCV's vectorised float-map remap handles 1 and 4 channels (8 or 16 bit); 3 channels take a scalar path
+    about 2.5x slower, so RGB goes through RGBA (one conversion per frame, shared by both eyes)."""
+    image = np.asarray(image)
+    channels = image.shape[2] if image.ndim == 3 else 0
+    if channels == 3:
+        # Into a kept buffer of the calling thread: a fresh frame-sized array per frame costs its page faults.
+        # The views are finished before render_stereo returns, so the next frame may overwrite it.
+        key = (image.shape[:2], image.dtype)
+        buffer = _local.__dict__.get("rgba")
+        if buffer is None or buffer[0] != key:
+            buffer = (key, np.empty((*image.shape[:2], 4), image.dtype))
+            _local.rgba = buffer
+        return cv2.cvtColor(image, cv2.COLOR_RGB2RGBA, dst=buffer[1]), 3
+    return np.ascontiguousarray(image), channels
+
+
+def _render_eyes(source: np.ndarray, shift: _FixedShift, channels: int,
+                 mirrored: tuple[bool, ...]) -> list[np.ndarray]:  # fmt: skip
+    """One view per entry of ``mirrored`` (False: the left-view direction; True: the right view's, with
+    nearer content moving left and holes filled from the right). Rows never exchange pixels, so each view is
+    cut into horizontal slices, one job per render thread (``set_render_threads``); OpenCV and numpy release
+    the GIL, so the slices run side by side. Small frames stay in the calling thread: a hand-off costs more
+    than it saves."""
+    height, width = shift.values.shape
+    shape = (height, width, channels) if channels else (height, width)
+    views = [np.empty(shape, source.dtype) for _ in mirrored]
+    threads = _render_threads()
+    if height * width < _PARALLEL_MIN_PIXELS or threads < 2:
+        for view, direction in zip(views, mirrored):
+            _warp_rows(source, shift, channels, view, direction, 0, height)
+        return views
+    # Slices per view: enough to give every thread work, none thinner than a band (per-call overhead).
+    slices = max(1, min(-(-threads // len(views)), height // _band_rows(width)))
+    cuts = [round(height * k / slices) for k in range(slices + 1)]
+    jobs = [(view, direction, top, bottom) for view, direction in zip(views, mirrored)
+            for top, bottom in zip(cuts, cuts[1:]) if top < bottom]  # fmt: skip
+    pending = [_pool(threads).submit(_warp_rows, source, shift, channels, *job) for job in jobs[1:]]
+    _warp_rows(source, shift, channels, *jobs[0])
+    for job in pending:
+        job.result()
+    return views
+
+
+def _warp_rows(source: np.ndarray, shift: _FixedShift, channels: int, out: np.ndarray, mirrored: bool,
+               top: int, bottom: int) -> None:  # fmt: skip
+    """Render rows ``top:bottom`` of one view into ``out``, a band of rows at a time. The warp never moves
+    anything across rows, so a band of the view needs only the same band of the source."""
+    if shift.values.shape[1] < 2:  # one column: nothing can move
+        out[top:bottom] = source[top:bottom, :, :3] if channels == 3 else source[top:bottom]
+        return
+    rows = min(bottom - top, _band_rows(shift.values.shape[1]))
+    work = _workspace(rows, shift.values.shape[1])
+    for start, stop, map_x in _band_maps(shift, mirrored, top, bottom):
+        n = stop - start
+        # The row map is the band's own row index: the vertical weight is 0, the image is only read along rows.
+        if channels == 3:
+            band = cv2.remap(source[start:stop], map_x, work.map_y[:n], cv2.INTER_LINEAR,
+                             dst=work.rgba(source.dtype)[:n], borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
+            cv2.cvtColor(band, cv2.COLOR_RGBA2RGB, dst=out[start:stop])
+        else:
+            cv2.remap(source[start:stop], map_x, work.map_y[:n], cv2.INTER_LINEAR, dst=out[start:stop],
+                      borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
+
+
+def _band_maps(shift: _FixedShift, mirrored: bool, top: int, bottom: int):
+    """Yield ``(start, stop, map_x)`` for bands of rows of ``top:bottom``: the float32 source column of every
+    target pixel of the band (a workspace array, valid until the next band). Working a band of ~100 k pixels
+    at a time keeps the dozen passes below in the CPU cache instead of streaming full frames through memory;
+    ``mirrored`` computes the right view's direction by mirroring the band of shifts and the resulting map,
+    never the image."""
+    width = shift.values.shape[1]
+    one = 1 << shift.bits
+    span = min(-(-(shift.hi - shift.lo) // one) + 2, width)
+    # A hole inside the frame is never wider than the parallax range, nor one at the right border than the
+    # largest shift to the left (in the mirrored problem's own direction, where the shift is the same).
+    hole_span = min(max(span, -(shift.lo // one) + 2), width)
+    rows = min(bottom - top, _band_rows(width))
+    work = _workspace(rows, width)
+    for start in range(top, bottom, rows):
+        stop = min(start + rows, bottom)
+        n = stop - start
+        values = shift.values[start:stop]
+        if mirrored:
+            values = cv2.flip(values, 1, dst=work.flipped[:n])
+        fixed = _band_source_fixed(values, one, span, hole_span, work)
+        # Fixed point (+1 px offset, 0 = nothing claimed) -> source column. Nothing claimed comes out as column
+        # -1 (or W in the mirrored direction), which BORDER_REPLICATE resamples as the border column itself.
+        if mirrored:
+            # Column x of the mirrored problem is column W-1-x here; the +1 px offset turns W-1 into W.
+            flipped = cv2.addWeighted(fixed, -1.0 / one, fixed, 0.0, float(width), dst=work.mirrored_map[:n],
+                                      dtype=cv2.CV_32F)  # fmt: skip
+            map_x = cv2.flip(flipped, 1, dst=work.map_x[:n])
+        else:
+            map_x = cv2.addWeighted(fixed, 1.0 / one, fixed, 0.0, -1.0, dst=work.map_x[:n], dtype=cv2.CV_32F)
+        yield start, stop, map_x
+
+
+def _band_source_fixed(shift: np.ndarray, one: int, span: int, hole_span: int, work: _Workspace) -> np.ndarray:
+    """The backward map of a band of fixed-point shifts (left-view direction) as uint16 fixed point, offset by
+    +1 pixel so that 0 can mean "nothing lands here" (a workspace array)."""
+    n, width = shift.shape
+    # The column of the padded row (target pixel + 1: column 0 is a dummy left of the frame) that each source
+    # column claims, rounded. The tie-break nudge rounds exact halves up, uniformly: OpenCV rounds half to
+    # even, which would land a surface shifted by k + 1/2 pixels on every other pixel twice (a collision, then
+    # a gap).
+    landing = cv2.addWeighted(shift, 1.0 / one, work.columns[:n], 1.0, 1.0 + _TIE_BREAK, dst=work.landing[:n],
                               dtype=cv2.CV_16S)  # fmt: skip
-    value = cv2.addWeighted(landing, float(one), shift, -sign * one, float(one), dst=work.value, dtype=cv2.CV_16U)
-    lo, hi = sorted((sign * float(shift.min()), sign * float(shift.max())))
-    span = min(int(np.ceil(hi - lo)) + 2, width)
+    # The sub-pixel source position shown there, +1 px: landing - shift, in fixed point. uint16 arithmetic
+    # wraps, and the true result lies in 0..(width + 1) * one, so the wrapped one is exact (OpenCV's saturating
+    # path for this mix of types is ~8x slower).
+    value = np.multiply(landing.view(np.uint16), np.uint16(one), out=work.value[:n])
+    np.subtract(value, shift.view(np.uint16), out=value)
 
     # Hidden: claims no pixel beyond what a column to its left (nearer, or the same surface) already claimed.
-    reach = _running_max(landing, span, work.reach)
-    hidden = cv2.compare(landing[:, 1:], reach[:, :-1], cv2.CMP_LE)
-    np.clip(landing, -1, width, out=landing)  # -1 and width: dummy columns just outside the frame
-    np.copyto(landing[:, 1:], -1, where=hidden.view(bool))
-    index = np.add(landing, _row_offsets(height, width + 2), out=work.index)
-    padded = work.padded
+    reach = _running_max(landing, span, work.reach[:n], work.spare[:n].view(np.int16))
+    hidden = cv2.compare(landing[:, 1:], reach[:, :-1], cv2.CMP_LE, dst=work.hidden[:n])
+    np.clip(landing, 0, width + 1, out=landing)  # 0 and width + 1: the dummy columns just outside the frame
+    np.copyto(landing[:, 1:], 0, where=hidden.view(bool))
+    # Flat indices into the padded band. Widening first and adding a full-size offset array is ~1.6x faster
+    # than numpy's mixed-type broadcast add.
+    index = work.index[:n]
+    np.copyto(index, landing)
+    np.add(index, work.row_offsets[:n], out=index)
+    padded = work.padded[:n]
     padded.fill(0)
     padded.ravel()[index.ravel()] = value.ravel()  # one writer per claimed pixel: no order to worry about
 
-    # Unclaimed pixels repeat the last claimed one to their left. A hole inside the frame is never wider than
-    # the parallax range, nor one at the right border than the largest shift to the left, so a dilation of that
-    # width fills them all. Holes take whole pixels, rounded half down (to the left): a fractional position, or
-    # rounding up, would take in the neighbour across the gap, the foreground.
+    # Unclaimed pixels repeat the last claimed one to their left (a running maximum over windows as wide as the
+    # widest hole fills them all). Holes take whole pixels, rounded half down (to the left): a fractional
+    # position, or rounding up, would take in the neighbour across the gap, the foreground.
     claimed = padded[:, 1 : width + 1]
-    out = _running_max(claimed, min(max(span, int(np.ceil(-lo)) + 2), width), work.out)
-    hole = claimed == 0
-    np.copyto(out, (out + ((one >> 1) - 1)) & np.uint16(0xFFFF ^ (one - 1)), where=hole)
-    return out, bits
+    out = _running_max(claimed, hole_span, work.out[:n], work.spare[:n])
+    hole = cv2.compare(claimed, 0, cv2.CMP_EQ, dst=work.hole[:n])
+    rounded = np.add(out, np.uint16((one >> 1) - 1), out=work.rounded[:n])
+    np.bitwise_and(rounded, np.uint16(0xFFFF ^ (one - 1)), out=rounded)
+    cv2.copyTo(rounded, hole, dst=out)  # OpenCV's masked copy: several times faster than numpy's where=
+    return out
 
 
 def _fraction_bits(width: int) -> int:
@@ -189,50 +338,101 @@ def _fraction_bits(width: int) -> int:
     return bits
 
 
-def _running_max(values: np.ndarray, span: int, out: np.ndarray) -> np.ndarray:
-    """Cumulative maximum along rows, given that no value is beaten by one more than ``span`` columns to its
-    left (true of targets whose shifts differ by less than ``span`` - 1): then a one-sided dilation suffices."""
-    if span > _DILATE_MAX_SPAN or span >= values.shape[1]:
-        return np.maximum.accumulate(values, axis=1, out=out)
-    kernel = np.ones((1, span), np.uint8)
-    floor = float(np.iinfo(values.dtype).min)
-    return cv2.dilate(values, kernel, dst=out, anchor=(span - 1, 0), borderType=cv2.BORDER_CONSTANT, borderValue=floor)
+def _band_rows(width: int) -> int:
+    return max(1, _BAND_PIXELS // width)
+
+
+def _running_max(values: np.ndarray, span: int, out: np.ndarray, spare: np.ndarray) -> np.ndarray:
+    """Cumulative maximum along rows into ``out``, given that no value is beaten by one more than ``span``
+    columns to its left (true of targets whose shifts differ by less than ``span`` - 1): then the maximum over
+    any window of at least ``span`` columns ending at each column is the cumulative one. Windows of 1, 2, 4, ...
+    columns, each the maximum of the previous and itself shifted: log2(span) passes, where a 1 x span dilation
+    compares span values per pixel and numpy's accumulate does not vectorise. ``spare`` (same shape and dtype)
+    holds the intermediate steps."""
+    steps = max(1, (span - 1).bit_length())
+    buffers = (out, spare) if steps % 2 else (spare, out)  # the last step writes ``out``
+    previous, window = values, 1
+    for step in range(steps):
+        current = buffers[step % 2]
+        current[:, :window] = previous[:, :window]
+        cv2.max(previous[:, window:], previous[:, :-window], dst=current[:, window:])
+        previous, window = current, 2 * window
+    return out
 
 
 class _Workspace:
-    """Scratch arrays of one thread for one frame size: fresh multi-megabyte arrays per frame cost page faults
-    that add up to a good share of the render time at 1080p."""
+    """Scratch arrays of one thread for one band size: fresh arrays per band would cost allocations and page
+    faults that add up to a good share of the render time at 1080p."""
 
-    def __init__(self, height: int, width: int):
-        self.landing = np.empty((height, width), np.int16)
-        self.reach = np.empty((height, width), np.int16)
-        self.value = np.empty((height, width), np.uint16)
-        self.out = np.empty((height, width), np.uint16)
-        self.index = np.empty((height, width), np.intp)
-        self.padded = np.empty((height, width + 2), np.uint16)
-        self.map_xy = np.empty((height, width, 2), np.int16)  # remap's (column, row) pairs; rows never change
-        self.map_xy[:, :, 1] = np.arange(height, dtype=np.int16)[:, None]
+    def __init__(self, rows: int, width: int):
+        self.flipped = np.empty((rows, width), np.int16)
+        self.columns = np.broadcast_to(np.arange(width, dtype=np.int16), (rows, width)).copy()
+        self.landing = np.empty((rows, width), np.int16)
+        self.reach = np.empty((rows, width), np.int16)
+        self.value = np.empty((rows, width), np.uint16)
+        self.hidden = np.empty((rows, width - 1), np.uint8)
+        self.index = np.empty((rows, width), np.intp)
+        self.row_offsets = np.repeat(np.arange(rows, dtype=np.intp)[:, None] * (width + 2), width, axis=1)
+        self.padded = np.empty((rows, width + 2), np.uint16)
+        self.out = np.empty((rows, width), np.uint16)
+        self.spare = np.empty((rows, width), np.uint16)
+        self.rounded = np.empty((rows, width), np.uint16)
+        self.hole = np.empty((rows, width), np.uint8)
+        self.mirrored_map = np.empty((rows, width), np.float32)
+        self.map_x = np.empty((rows, width), np.float32)
+        self.map_y = np.repeat(np.arange(rows, dtype=np.float32)[:, None], width, axis=1)
+        self._rgba: dict[np.dtype, np.ndarray] = {}
+        self._shape = (rows, width)
+
+    def rgba(self, dtype: np.dtype) -> np.ndarray:
+        """A band of remapped RGBA pixels of this dtype, before it is repacked as RGB."""
+        key = np.dtype(dtype)
+        if key not in self._rgba:
+            self._rgba[key] = np.empty((*self._shape, 4), key)
+        return self._rgba[key]
 
 
 _local = threading.local()
 _pool_lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
+_executor_size = 0
+_threads: int | None = None
 
 
-def _workspace(height: int, width: int) -> _Workspace:
+def _workspace(rows: int, width: int) -> _Workspace:
     spaces = _local.__dict__.setdefault("spaces", {})
-    if (height, width) not in spaces:
+    if (rows, width) not in spaces:
         if len(spaces) >= 4:  # a long-lived process meeting many sizes keeps only a few
             spaces.clear()
-        spaces[(height, width)] = _Workspace(height, width)
-    return spaces[(height, width)]
+        spaces[(rows, width)] = _Workspace(rows, width)
+    return spaces[(rows, width)]
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _executor
+def set_render_threads(threads: int | None) -> None:
+    """Threads rendering one frame (None: every CPU this process may use). The render job passes its own share
+    of the machine; the encoder's threads come on top."""
+    global _threads
+    _threads = None if threads is None else max(1, int(threads))
+
+
+def _render_threads() -> int:
+    if _threads is not None:
+        return _threads
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """The calling thread works too, so the pool holds ``threads - 1`` workers (rebuilt if the count changes)."""
+    global _executor, _executor_size
     with _pool_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="render-right-eye")
+        if _executor is None or _executor_size != threads - 1:
+            if _executor is not None:
+                _executor.shutdown(wait=False)
+            _executor = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="render")
+            _executor_size = threads - 1
         return _executor
 
 
@@ -240,17 +440,3 @@ def _border_ramp(width: int, taper_px: float) -> np.ndarray:
     distance = np.minimum(np.arange(width), np.arange(width)[::-1]).astype(np.float32)
     ramp = np.clip(distance / np.float32(taper_px), 0.0, 1.0)
     return (ramp * ramp * (3.0 - 2.0 * ramp)).astype(np.float32)  # smoothstep: no kink where the taper ends
-
-
-@functools.lru_cache(maxsize=4)
-def _column_map(height: int, width: int) -> np.ndarray:
-    cols = np.broadcast_to(np.arange(width, dtype=np.float32), (height, width)).copy()
-    cols.setflags(write=False)
-    return cols
-
-
-@functools.lru_cache(maxsize=4)
-def _row_offsets(height: int, stride: int) -> np.ndarray:
-    offsets = (np.arange(height, dtype=np.intp) * stride + 1)[:, None]  # +1: column 0 is the left dummy
-    offsets.setflags(write=False)
-    return offsets

@@ -159,3 +159,53 @@ def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
     monkeypatch.setattr(render, "_PARALLEL_MIN_PIXELS", 10**9)
     serial = render_stereo(frame, near, StereoSettings())
     assert all(np.array_equal(a, b) for a, b in zip(parallel, serial))
+
+
+def splat_reference(shift_row):
+    """The warp rule of stereo3d.render, one pixel at a time: source column x lands on round(x + shift), half
+    up; it is hidden unless it lands beyond every column to its left; what it shows there is its sub-pixel
+    position; unclaimed pixels take the last claimed position to their left, rounded half down to a whole
+    pixel, or -1 when nothing lies to their left."""
+    width = len(shift_row)
+    claimed = [None] * width
+    reach = -np.inf
+    for x, shift in enumerate(shift_row.astype(np.float64)):
+        target = int(np.floor(x + shift + 0.5))
+        if target > reach and 0 <= target < width:
+            claimed[target] = target - shift
+        reach = max(reach, target)
+    columns, last = [], None
+    for value in claimed:
+        if value is not None:
+            last = value
+        columns.append(value if value is not None else -1.0 if last is None else float(np.ceil(last - 0.5)))
+    return np.array(columns)
+
+
+def layered_shifts(rng, rows, width, spread):
+    """Rows of piecewise-constant shifts (surfaces 3..40 px wide at random depths), on the 1/32 px grid the
+    renderer resolves at this width, so that the reference and the renderer see the same numbers."""
+    out = np.empty((rows, width), np.float32)
+    for row in out:
+        x = 0
+        while x < width:
+            run = int(rng.integers(3, 41))
+            row[x : x + run] = np.round(rng.uniform(-spread, spread) * 32) / 32
+            x += run
+    return out
+
+
+@pytest.mark.parametrize("spread", [0.7, 20.0, 150.0])  # sub-pixel; typical; wider than the frame's half
+def test_both_views_follow_the_pixel_by_pixel_splat_rule(spread):
+    width = 300
+    shift = layered_shifts(np.random.default_rng(int(spread * 10)), 6, width, spread)
+    # Column-coded image: every view pixel tells the (clamped) source column it was resampled at, exactly.
+    image = np.repeat((np.arange(width, dtype=np.uint16) * 64)[None, :, None], 3, axis=2).repeat(6, axis=0)
+    # Divergence of 1 px per unit of near and convergence 1 make the parallax equal to the near map itself.
+    settings = dict(divergence_pct=100 / width, convergence=1.0, edge_dilate_px=0)
+    left, _ = render_stereo(image, shift, StereoSettings(**settings, original_eye="right"))
+    _, right = render_stereo(image, shift, StereoSettings(**settings, original_eye="left"))
+    expect_left = np.array([splat_reference(row) for row in shift])
+    expect_right = (width - 1) - np.array([splat_reference(row) for row in shift[:, ::-1]])[:, ::-1]
+    np.testing.assert_array_equal(left[..., 0] / 64, np.clip(expect_left, 0, width - 1))
+    np.testing.assert_array_equal(right[..., 0] / 64, np.clip(expect_right, 0, width - 1))

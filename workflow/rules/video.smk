@@ -99,7 +99,8 @@ rule render:
         f"{BENCH}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.tsv"
     conda:
         "../../envs/runtime.yaml"
-    threads: 2
+    # The renderer's row slices and the encoder share them (Snakemake lowers it to --cores).
+    threads: 4
     resources:
         mem_mb=3000,
     params:
