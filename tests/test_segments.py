@@ -191,3 +191,12 @@ def test_reruns_schedule_exactly_the_stages_a_setting_touches(tmp_path, models):
     run(tmp_path)
     configure(tmp_path)
     assert scheduled(tmp_path) == {"join": 2}
+
+    # A sheet row reruns its own video only, from the first stage its cells touch.
+    run(tmp_path)
+    (tmp_path / "videos.tsv").write_text("video\trender.layout\nlong.mp4\thalf_sbs\n")
+    configure(tmp_path, library={"sheet": "videos.tsv"})
+    assert scheduled(tmp_path) == {"render": 3, "join": 1}
+    (tmp_path / "videos.tsv").write_text("video\trender.layout\tstabilise.method\n"
+                                         "long.mp4\thalf_sbs\t\nshort\t\tframe\n")  # fmt: skip
+    assert scheduled(tmp_path) == {"render": segs, "near_maps": 2, "join": 2}
