@@ -153,12 +153,20 @@ def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
     from stereo3d import render
 
     rng = np.random.default_rng(0)
-    frame = rng.integers(0, 255, (300, 300, 3)).astype(np.uint8)
-    near = rng.random((30, 30)).astype(np.float32)
-    parallel = render_stereo(frame, near, StereoSettings())
+    frame = rng.integers(0, 255, (640, 640, 3)).astype(np.uint8)  # three bands of rows: up to 3 slices a view
+    near = rng.random((64, 64)).astype(np.float32)
+    serial = []
+    for threads in (1, 2, 5, None):  # None: every CPU; 5: three slices per view, a lone eye's included
+        render.set_render_threads(threads)
+        try:
+            views = [render_stereo(frame, near, StereoSettings(original_eye=eye)) for eye in ("none", "left")]
+        finally:
+            render.set_render_threads(None)
+        serial = serial or views
+        assert all(np.array_equal(a, b) for pair, ref in zip(views, serial) for a, b in zip(pair, ref))
     monkeypatch.setattr(render, "_PARALLEL_MIN_PIXELS", 10**9)
-    serial = render_stereo(frame, near, StereoSettings())
-    assert all(np.array_equal(a, b) for a, b in zip(parallel, serial))
+    small = render_stereo(frame, near, StereoSettings())
+    assert all(np.array_equal(a, b) for a, b in zip(small, serial[0]))
 
 
 def splat_reference(shift_row):
