@@ -65,6 +65,31 @@ def test_head_and_monolith_graphs_have_no_dynamic_ops(models):
         assert {o.version for o in model.opset_import if o.domain in ("", "ai.onnx")} == {17}
 
 
+def test_head_graph_moves_little_data(models):
+    # The static attention gathers each window's keys from one table: the 2-block tiny head has ~60 layout
+    # operators (most of them folded into constants by ONNX Runtime), where rolls, pad + slice unfolds and
+    # per-group concatenations gave 511.
+    census = op_census(onnx.load(str(models / onnx_names(WIDTH, HEIGHT)["head"])))
+    layout_ops = ("Transpose", "Slice", "Concat", "Pad", "Gather", "Split", "Unsqueeze", "Squeeze")
+    layout = sum(census[op] for op in layout_ops)
+    assert layout <= 80, census
+    assert census["Slice"] <= 16 and census["Concat"] <= 8, census
+
+
+def test_gelus_are_exported_in_the_order_onnx_runtime_fuses(models, tmp_path):
+    import onnxruntime as ort
+
+    for role in ("backbone", "head", "monolith"):
+        path = models / onnx_names(WIDTH, HEIGHT)[role]
+        erfs = op_census(onnx.load(str(path)))["Erf"]
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(tmp_path / f"{role}.onnx")
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        fused = op_census(onnx.load(options.optimized_model_filepath))
+        assert erfs > 0 and fused["Gelu"] == erfs and fused["Erf"] == 0, (role, fused)
+
+
 def test_contract_facts_are_in_the_metadata(models):
     meta = read_metadata(models / "NVDS_Head_96x64.onnx")
     assert meta["stereo3d.model"] == "nvds" and meta["stereo3d.mode"] == "split-head"

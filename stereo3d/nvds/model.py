@@ -7,10 +7,13 @@ Two formulations of the focal cross-attention give the same numbers:
 
 * ``attention="faithful"``: the straightforward form (``nn.Unfold``, biases and masks added through
   slice assignment, masks built at run time); works at any size.
-* ``attention="static"`` (spec section 8): one full-width bias add and one full-width mask add,
-  pad + strided slices + stack instead of Unfold, masks precomputed for one resolution tier as
-  non-persistent buffers, and every size taken from the tier in Python. This is the form that
-  exports to ONNX without ScatterND or shape-computing ops. Call ``prepare(height, width)`` first.
+* ``attention="static"`` (spec section 8): one full-width bias add and one full-width mask add, each
+  window's keys gathered from one projected key table by a per-tier index instead of rolls and Unfold,
+  the index and masks precomputed for one resolution tier as non-persistent buffers, and every size
+  taken from the tier in Python. This is the form that exports to ONNX without ScatterND or
+  shape-computing ops, and it is laid out for few data-movement operators in that graph (window
+  partition once, head-major projections, no key-group concatenations). Bitwise equal to the faithful
+  form (tested). Call ``prepare(height, width)`` first.
 
 Input and output: ``[B, 4, 4, H, W]`` windows (frames oldest to newest, target LAST; channels
 ImageNet-normalised RGB + near in [0, 1]) give ``[B, 1, H, W]``: ReLU'd relative disparity of the
@@ -35,6 +38,10 @@ FOCAL_LEVEL = 2
 FOCAL_L_CLIPS = (7, 4, 2)
 FOCAL_KERNEL_CLIPS = (7, 5, 3)
 MASK_FILL = -100.0  # the official value for keys that read unfold padding
+# Cyclic shifts of the expanded neighbour keys, in key order: top-left, top-right, bottom-left, bottom-right.
+ROLL_SHIFTS = ((-EXPAND, -EXPAND), (-EXPAND, EXPAND), (EXPAND, -EXPAND), (EXPAND, EXPAND))
+# (kernel, stride) of the unfolds, in key order: the pooled target, then clips 0..2 (padding kernel // 2 each).
+UNFOLDS = ((FOCAL_WINDOW, 1),) + tuple(zip(FOCAL_KERNEL_CLIPS, FOCAL_L_CLIPS))
 
 ATTENTION_FORMS = ("faithful", "static")
 
@@ -327,15 +334,24 @@ class StabilizationNetwork(nn.Module):
         for i in (4, 3, 2, 1):
             c = feats[i - 1]
             h, w = tier.stage(i)
-            x = getattr(self, f"linear_c{i}")(c.flatten(2).transpose(1, 2)).permute(0, 2, 1).reshape(n, -1, h, w)
+            proj = getattr(self, f"linear_c{i}").proj
+            if static:
+                # Weight on the left keeps the map channels-first: the same dot products (in the same order, so
+                # bitwise) without the two transposes around a token-major Linear. The faithful form leaves
+                # channels-last views and torch picks its conv kernels by memory format, so match it: that
+                # keeps the convolutions below bitwise equal, and it is no operator at all in the ONNX graph.
+                x = (proj.weight @ c.flatten(2) + proj.bias[:, None]).reshape(n, -1, h, w)
+                x = x.contiguous(memory_format=torch.channels_last)
+            else:
+                x = proj(c.flatten(2).transpose(1, 2)).permute(0, 2, 1).reshape(n, -1, h, w)
             if i != 1:
                 x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
             fused.append(x)
         _c = self.linear_fuse(torch.cat(fused, dim=1))  # [B*4, E, h, w]
         b = n // WINDOW_FRAMES
         _c = _c.reshape(b, WINDOW_FRAMES, -1, size[0], size[1])
-        refined = self.decoder_focal(_c.permute(0, 1, 3, 4, 2), tier).permute(0, 1, 4, 2, 3)
-        x = self.ffm2(_c[:, -1], refined[:, -1], static, tier.half)
+        refined = self.decoder_focal(_c.permute(0, 1, 3, 4, 2), tier).permute(0, 3, 1, 2)  # target only
+        x = self.ffm2(_c[:, -1], refined, static, tier.half)
         x = self.ffm1(edge_feat1, x, static, (tier.height, tier.width))
         x = self.ffm0(edge_feat, x, static, None)
         return self.AO(x, static)
@@ -400,7 +416,8 @@ class AO(nn.Module):
 
 
 class FocalLayer(nn.Module):
-    """``BasicLayer3d3``: the blocks refine the target (last) frame; reference frames pass through."""
+    """``BasicLayer3d3``: the blocks refine the target (last) frame; the reference frames pass through unchanged,
+    so only the refined target ``[B, h, w, C]`` is returned."""
 
     def __init__(self, config: NvdsConfig, owner: NVDS):
         super().__init__()
@@ -410,18 +427,32 @@ class FocalLayer(nn.Module):
              for _ in range(config.focal_depth)])
 
     def prepare(self, tier: Tier) -> None:
-        # One [nW, 1, 1, N] mask for all blocks: 181 zero columns then the four unfold masks.
+        # One [nW, 1, N] mask for all blocks: 181 zero columns then the four unfold masks.
         nwh, nww = tier.windows
         groups = [(nwh, nww, FOCAL_WINDOW, 1)] + [
             (nwh * lvl, nww * lvl, k, lvl) for lvl, k in zip(FOCAL_L_CLIPS, FOCAL_KERNEL_CLIPS)]
         masks = [torch.zeros(nwh * nww, WINDOW * WINDOW + rolled_key_count())]
         masks += [unfold_mask(h, w, k, s, k // 2) for h, w, k, s in groups]
-        self.register_buffer("mask_full", torch.cat(masks, dim=1)[:, None, None, :], persistent=False)
+        self.register_buffer("mask_full", torch.cat(masks, dim=1)[:, None, :], persistent=False)
+        self.register_buffer("key_index", key_table_index(tier), persistent=False)
+        for k, lvl in enumerate(FOCAL_L_CLIPS):
+            cell = WINDOW // lvl
+            if cell > 1:  # resized clips pooled over cells: the cell partition as a row permutation
+                rows = torch.arange(nwh * lvl * cell * nww * lvl * cell, device="cpu")
+                rows = _cells(rows.reshape(1, nwh * lvl * cell, nww * lvl * cell, 1), nwh * lvl, nww * lvl, cell)
+                self.register_buffer(f"cell_index_{k}", rows.reshape(-1), persistent=False)
 
     def forward(self, x, tier: Tier):  # x: [B, 4, h, w, C] un-normalised
+        if self._owner[0].static:
+            # The references are the same in every block: split them off once instead of re-stacking all 4
+            # frames after each block.
+            *refs, target = x.unbind(1)
+            for blk in self.blocks:
+                target = blk.forward_static(target, refs, tier)
+            return target
         for blk in self.blocks:
             x = blk(x, tier)
-        return x
+        return x[:, -1]
 
 
 class FocalBlock(nn.Module):
@@ -439,6 +470,7 @@ class FocalBlock(nn.Module):
         self.mlp = FocalMlp(dim, dim * mlp_ratio)
 
     def forward(self, x, tier: Tier):
+        """Faithful form: ``[B, 4, h, w, C]`` in and out, references unchanged."""
         b, t, h, w, c = x.shape
         hp, wp = tier.padded
         nwh, nww = tier.windows
@@ -462,12 +494,64 @@ class FocalBlock(nn.Module):
         out = out + self.mlp(self.norm2(out))
         return torch.cat([x[:, :-1], out.unsqueeze(1)], dim=1)
 
+    def forward_static(self, target, refs, tier: Tier):
+        """Static form: the target ``[B, h, w, C]`` and the 3 reference maps -> the refined target.
+
+        The same numbers as ``forward`` with few layout operators: the references are never re-stacked, the
+        target is window-partitioned once (for its pooling and the queries), the pooling Linears take their
+        weight on the left so cells stay channels-last, and every key source goes into one token table from
+        which the attention gathers its keys (``WindowAttention3d.forward_static``).
+        """
+        b, h, w, c = target.shape
+        hp, wp = tier.padded
+        nwh, nww = tier.windows
+        pad = (0, 0, 0, wp - w, 0, hp - h)  # after the norm and never masked (spec 3.5b)
+        y = F.pad(self.norm1(target), pad)
+        windows = _cells(y, nwh, nww, WINDOW)  # [B, nW, 49, C]
+        tokens = [y.reshape(b, hp * wp, c), _pool_cells(windows, self.pool_layers[0])]
+        for k, lvl in enumerate(FOCAL_L_CLIPS):  # slot k feeds clip k: the oldest frame at the finest grain
+            cell = WINDOW // lvl
+            ph, pw = nwh * lvl, nww * lvl
+            ref = F.pad(self.norm1(refs[k]), pad)
+            if (ph * cell, pw * cell) != (hp, wp):
+                ref = F.interpolate(ref.permute(0, 3, 1, 2), size=(ph * cell, pw * cell), mode="bilinear",
+                                    align_corners=False).permute(0, 2, 3, 1)
+            layer = self.pool_layers_clips[k]
+            if cell == 1:  # clips 0 and 1: no cells to gather, the Linear(1, 1) acts per element
+                tokens.append(_scale_shift(ref, layer).reshape(b, ph * pw, c))
+                continue
+            # Clip 2: a Gather of whole rows of C. As a transpose ONNX Runtime would merge it with the one back
+            # from the resize's channels-first layout into a 6-D transpose with 3-float runs, 4x slower.
+            index = getattr(self._owner[0].Stabilizer.decoder_focal, f"cell_index_{k}")
+            cells = ref.reshape(b, -1, c).index_select(1, index).reshape(b, ph * pw, cell * cell, c)
+            tokens.append(_pool_cells(cells, layer))
+        out = self.attn.forward_static(windows, tokens, tier, h, w)  # [B, h, w, C]
+        out = target + out
+        return out + self.mlp(self.norm2(out))
+
 
 def _window_cells(x, nh: int, nw: int, cell: int):
     """``[B, nh*cell, nw*cell, C]`` -> ``[B, nh, nw, C, cell*cell]`` (row-major cells) for the pooling Linear."""
     b, _, _, c = x.shape
     cells = x.reshape(b, nh, cell, nw, cell, c).permute(0, 1, 3, 2, 4, 5).reshape(b, nh, nw, cell * cell, c)
     return cells.transpose(3, 4)
+
+
+def _cells(x, nh: int, nw: int, cell: int):
+    """``[B, nh*cell, nw*cell, C]`` -> ``[B, nh*nw, cell*cell, C]``: one transpose that moves whole rows of C."""
+    b, _, _, c = x.shape
+    return x.reshape(b, nh, cell, nw, cell, c).permute(0, 1, 3, 2, 4, 5).reshape(b, nh * nw, cell * cell, c)
+
+
+def _pool_cells(cells, layer: nn.Linear):
+    """``[B, L, cells, C]`` -> ``[B, L, C]``: the pooling Linear with its ``[1, cells]`` weight on the left, so the
+    cells need not be moved to the last axis (the same dot products in the same order: bitwise)."""
+    return (layer.weight @ cells).squeeze(-2) + layer.bias
+
+
+def _scale_shift(x, layer: nn.Linear):
+    """A ``Linear(1, 1)`` pooling layer applied per element: one product and one sum, as the Linear does."""
+    return x * layer.weight[0, 0] + layer.bias[0]
 
 
 class FocalMlp(nn.Module):
@@ -527,8 +611,7 @@ class WindowAttention3d(nn.Module):
         return biases
 
     def forward(self, target, pooled, clips, tier: Tier):
-        owner = self._owner[0]
-        static = owner.static
+        """Faithful form: rolls, ``nn.Unfold`` and run-time masks added through slice assignment."""
         b, hp, wp, c = target.shape
         nwh, nww = tier.windows
         nw = nwh * nww
@@ -539,7 +622,7 @@ class WindowAttention3d(nn.Module):
         q_win, k_win, v_win = (_windows(t, nwh, nww, heads) for t in (q, k, v))  # [B, nW, heads, 49, hd]
         k_parts, v_parts = [k_win], [v_win]
         rolled_k, rolled_v = [], []
-        for shift in ((-EXPAND, -EXPAND), (-EXPAND, EXPAND), (EXPAND, -EXPAND), (EXPAND, EXPAND)):
+        for shift in ROLL_SHIFTS:
             # cyclic: keys that wrap around the border are not masked, as upstream
             rolled_k.append(_windows(torch.roll(k, shift, dims=(1, 2)), nwh, nww, heads))
             rolled_v.append(_windows(torch.roll(v, shift, dims=(1, 2)), nwh, nww, heads))
@@ -552,12 +635,8 @@ class WindowAttention3d(nn.Module):
         masks = []
         for src, unfold, (kern, stride) in sources:
             kv = self.qkv(src)[..., c:]  # one projection for everything; padding comes after it (exact zeros)
-            kv = kv.permute(0, 3, 1, 2)  # [B, 2C, h, w]
-            if static:
-                cols = _unfold_static(kv, kern, stride, nwh, nww)  # [B, nW, kk, 2C]
-            else:
-                cols = unfold(kv).reshape(b, 2 * c, kern * kern, nw).permute(0, 3, 2, 1)
-                masks.append(unfold_mask(src.shape[1], src.shape[2], kern, stride, kern // 2).to(q.device, q.dtype))
+            cols = unfold(kv.permute(0, 3, 1, 2)).reshape(b, 2 * c, kern * kern, nw).permute(0, 3, 2, 1)
+            masks.append(unfold_mask(src.shape[1], src.shape[2], kern, stride, kern // 2).to(q.device, q.dtype))
             cols = cols.reshape(b, nw, kern * kern, 2, heads, hd).permute(3, 0, 1, 4, 2, 5)
             k_parts.append(cols[0])
             v_parts.append(cols[1])
@@ -565,21 +644,52 @@ class WindowAttention3d(nn.Module):
         v_all = torch.cat(v_parts, dim=3)
 
         attn = (q_win * self.scale) @ k_all.transpose(-2, -1)  # [B, nW, heads, 49, N]
-        biases = self.group_biases()
-        if static:
-            # Two full-width adds: each element sees the same float adds as the slice form (x + 0.0 is exact).
-            attn = attn + torch.cat(biases, dim=-1)
-            attn = attn + owner.Stabilizer.decoder_focal.mask_full
-        else:
-            offset = 0
-            for i, bias in enumerate(biases):
-                end = offset + bias.shape[-1]
-                attn[..., offset:end] = attn[..., offset:end] + bias
-                if i >= 2:  # the pooled-target and clip groups carry an unfold mask after their bias
-                    attn[..., offset:end] = attn[..., offset:end] + masks[i - 2][:, None, None, :]
-                offset = end
+        offset = 0
+        for i, bias in enumerate(self.group_biases()):
+            end = offset + bias.shape[-1]
+            attn[..., offset:end] = attn[..., offset:end] + bias
+            if i >= 2:  # the pooled-target and clip groups carry an unfold mask after their bias
+                attn[..., offset:end] = attn[..., offset:end] + masks[i - 2][:, None, None, :]
+            offset = end
         out = self.softmax(attn) @ v_all  # [B, nW, heads, 49, hd]
         return self.proj(out.transpose(2, 3).reshape(b, nw, WINDOW * WINDOW, c))
+
+    def forward_static(self, windows, tokens, tier: Tier, h: int, w: int):
+        """Static form (spec section 8), laid out for few data-movement operators in the exported graph.
+
+        ``windows``: the normalised, padded target in window order ``[B, nW, 49, C]``; ``tokens``: the key
+        sources as token lists ``[B, n_i, C]`` in the order of the table rows of ``key_table_index`` (padded
+        target raster, pooled target, clips 0..2). Returns the projected attention output, un-partitioned
+        and cropped: ``[B, h, w, C]``.
+
+        * q, k and v come from the qkv weight split per head, ``[heads, C, hd]``: a broadcast matmul yields
+          them head-major, with no Split and no head transpose (the Linear's dot products, so bitwise).
+        * Keys and values are projected once for all sources, a zero row is appended (the unfold's zero
+          padding comes after the projection), and one Gather with a per-tier index assembles each window's
+          289 keys: no rolls, no unfold slices, no concatenation of key groups.
+        * The attention runs batched over heads x windows; its output is merged over heads and un-partitioned
+          by one transpose, and cropped before ``proj`` (a per-token Linear, so the crop commutes).
+        """
+        focal = self._owner[0].Stabilizer.decoder_focal
+        b, nw, area, c = windows.shape
+        heads, hd = self.heads, c // self.heads
+        nwh, nww = tier.windows
+        keys = focal.key_index.numel() // nw
+        weight = self.qkv.weight.reshape(3, heads, hd, c).transpose(-2, -1)  # [q/k/v, heads, C, hd]
+        bias = self.qkv.bias.reshape(3, heads, 1, hd)
+        q = windows.reshape(b, 1, nw * area, c) @ weight[0] + bias[0]  # [B, heads, nW*49, hd]
+        table = torch.cat(tokens, dim=1)[:, None]  # [B, 1, rows, C]
+        k, v = (F.pad(table @ weight[i] + bias[i], (0, 0, 0, 1)).index_select(2, focal.key_index) for i in (1, 2))
+        q = q.reshape(b, heads, nw, area, hd)
+        k = k.reshape(b, heads, nw, keys, hd)
+        v = v.reshape(b, heads, nw, keys, hd)
+        attn = (q * self.scale) @ k.transpose(-2, -1)  # [B, heads, nW, 49, N]
+        # Two full-width adds: each element sees the same float adds as the slice form (x + 0.0 is exact).
+        attn = attn + torch.cat(self.group_biases(), dim=-1)[:, None]
+        attn = attn + focal.mask_full
+        out = self.softmax(attn) @ v  # [B, heads, nW, 49, hd]
+        out = out.reshape(b, heads, nwh, nww, WINDOW, WINDOW, hd).permute(0, 2, 4, 3, 5, 1, 6)
+        return self.proj(out.reshape(b, nwh * WINDOW, nww * WINDOW, c)[:, :h, :w])
 
 
 def _windows(t, nwh: int, nww: int, heads: int):
@@ -589,22 +699,35 @@ def _windows(t, nwh: int, nww: int, heads: int):
     return t.permute(0, 1, 3, 5, 2, 4, 6).reshape(b, nwh * nww, heads, WINDOW * WINDOW, c // heads)
 
 
-def _unfold_static(x, kern: int, stride: int, out_h: int, out_w: int):
-    """``nn.Unfold(kern, padding=kern//2, stride)`` as pad + strided slices + stack: ``[B, L, kern*kern, C]``.
+def key_table_index(tier: Tier) -> torch.Tensor:
+    """Static form: the table rows of each window's 289 keys, window-major, flattened ``[nW * 289]``.
 
-    Kernel order is row-major (Unfold's channel layout c*k*k + ki*k + kj); pure data movement, so exact.
+    Table rows (``WindowAttention3d.forward_static``): the padded target (raster), the pooled target
+    (nWh x nWw), the grids of clips 0..2 (raster), then one zero row for every key that the unfold reads
+    from its zero padding. The rows are found by pushing row numbers through the faithful form's own data
+    movement (window partition, cyclic roll, valid-neighbour selection, Unfold), so the key order is the
+    faithful one by construction.
     """
-    pad = kern // 2
-    b, c = x.shape[:2]
-    x = F.pad(x, (pad, pad, pad, pad))
-    if kern == stride:  # non-overlapping (clip 0): crop and partition into cells
-        x = x[:, :, :out_h * kern, :out_w * kern]
-        x = x.reshape(b, c, out_h, kern, out_w, kern).permute(0, 2, 4, 3, 5, 1)
-        return x.reshape(b, out_h * out_w, kern * kern, c)
-    taps = [x[:, :, i:i + stride * (out_h - 1) + 1:stride, j:j + stride * (out_w - 1) + 1:stride]
-            for i in range(kern) for j in range(kern)]
-    x = torch.stack(taps, dim=2)  # [B, C, kk, out_h, out_w]
-    return x.permute(0, 3, 4, 2, 1).reshape(b, out_h * out_w, kern * kern, c)
+    hp, wp = tier.padded
+    nwh, nww = tier.windows
+    grids = [(hp, wp), (nwh, nww)] + [(nwh * lvl, nww * lvl) for lvl in FOCAL_L_CLIPS]
+    starts = [0]
+    for gh, gw in grids:
+        starts.append(starts[-1] + gh * gw)
+
+    def rows(i):  # 1-based row numbers of grid i, [1, 1, h, w]; float64 holds them exactly, and Unfold pads with 0
+        gh, gw = grids[i]
+        return (torch.arange(gh * gw, dtype=torch.float64, device="cpu") + starts[i] + 1).reshape(1, 1, gh, gw)
+
+    target = rows(0).permute(0, 2, 3, 1)  # [1, Hp, Wp, 1]
+    groups = [_windows(target, nwh, nww, 1)]  # [1, nW, 1, 49, 1]
+    rolled = [_windows(torch.roll(target, shift, dims=(1, 2)), nwh, nww, 1) for shift in ROLL_SHIFTS]
+    groups.append(torch.cat(rolled, dim=3).index_select(3, valid_rolled_indices()))
+    for i, (kern, stride) in enumerate(UNFOLDS, start=1):
+        cols = F.unfold(rows(i), kern, padding=kern // 2, stride=stride)  # [1, kk, nW]
+        groups.append(cols.transpose(1, 2)[:, :, None, :, None])
+    index = torch.cat(groups, dim=3).reshape(-1).to(torch.int64) - 1
+    return torch.where(index < 0, starts[-1], index)
 
 
 # ------------------------------------------------------------------------------------------------
