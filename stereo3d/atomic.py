@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,20 @@ def temp_path_for(path: str | Path) -> Path:
     The suffix is kept because tools such as ffmpeg and onnx pick formats from it.
     """
     path = Path(path)
+    _remove_stale_partials(path)
     return path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
+
+
+def _remove_stale_partials(path: Path) -> None:
+    """Delete temporaries another process left for ``path``: a job killed mid-write (SIGKILL, a node lost)
+    cannot clean up after itself. Snakemake never runs two jobs for one output at once, so any other
+    process's temporary for this target belongs to a dead attempt."""
+    own = f".partial-{os.getpid()}{path.suffix}"
+    with contextlib.suppress(FileNotFoundError):  # the folder may not exist yet
+        for stale in path.parent.glob(f".{glob.escape(path.stem)}.partial-*{glob.escape(path.suffix)}"):
+            if not stale.name.endswith(own):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
 
 
 @contextlib.contextmanager
