@@ -13,6 +13,7 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/inputs.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/video.smk"
 include: "workflow/rules/demo.smk"
@@ -23,11 +24,11 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        get_final_outputs(),
-        get_report_outputs(),
+        T.results(),
+        T.report_outputs(),
 
 
 # The ONNX exports the configuration asks for, with their validation reports.
 rule exports:
     input:
-        get_export_outputs(),
+        T.exports(),

@@ -35,17 +35,32 @@ def say(message: str) -> None:
 
 # --- cached models ------------------------------------------------------------------------------------------
 def da3_weights() -> Path:
-    return CACHE / "weights" / "DA3" / "Small" / "model.safetensors"
+    from stereo3d.models.names import da3_weights_name
+
+    return CACHE / "weights" / da3_weights_name(DA3_VARIANT)
 
 
 def nvds_weights() -> Path:
-    return CACHE / "weights" / "NVDS" / "NVDS_Stabilizer.pth"
+    from stereo3d.models.names import NVDS_WEIGHTS
+
+    return CACHE / "weights" / NVDS_WEIGHTS
 
 
 def da3_model_path(contract: str, size: int = DA3_SIZE) -> Path:
-    from stereo3d.export.names import da3_onnx_name
+    from stereo3d.models.names import da3_onnx_name
 
     return CACHE / "models" / "DA3" / da3_onnx_name(DA3_VARIANT, size, contract)
+
+
+def near_settings(method: str, **stabilise) -> dict:
+    """The near settings a video stabilised by ``method`` gets at the config's defaults (``stabilise``: keys of
+    that section to override, e.g. ``nvds_tier="256x128"``), as the workflow passes them to its stages."""
+    from stereo3d.workflow.config import load_schema, validate_config
+    from stereo3d.workflow.keys import near_settings as settings_of
+
+    schema = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
+    config, _ = validate_config({"stabilise": {"method": method, **stabilise}}, schema)
+    return settings_of(config, config)
 
 
 def nvds_dir() -> Path:
@@ -53,13 +68,15 @@ def nvds_dir() -> Path:
 
 
 def nvds_paths(tier: tuple[int, int] = NVDS_TIER, modes: tuple[str, ...] = ("split", "monolith")) -> list[Path]:
+    from stereo3d.models.names import nvds_onnx_names
+
     name = f"{tier[0]}x{tier[1]}"
-    paths = []
-    if "split" in modes:
-        paths += [nvds_dir() / f"NVDS_Backbone_{name}.onnx", nvds_dir() / f"NVDS_Head_{name}.onnx"]
-    if "monolith" in modes:
-        paths.append(nvds_dir() / f"NVDS_Stabilizer_{name}.onnx")
-    return paths
+    return [
+        nvds_dir() / file
+        for graphs in ("split", "monolith")
+        if graphs in modes
+        for file in nvds_onnx_names(name, graphs)
+    ]
 
 
 def _complete(path: Path) -> bool:
@@ -107,20 +124,20 @@ def _export_main(args: list[str]) -> None:
     kind = args[0]
     if kind == "weights":
         if args[1] == "da3":
-            from stereo3d.export.da3 import write_smoke_weights
+            from stereo3d.demo.smoke import write_smoke_weights
 
             write_smoke_weights(da3_weights(), DA3_VARIANT)
         else:
-            from stereo3d.nvds.checkpoint import write_smoke_checkpoint
+            from stereo3d.demo.smoke import write_smoke_checkpoint
 
             write_smoke_checkpoint(nvds_weights())
     elif kind == "da3":
-        from stereo3d.export.da3 import export_da3
+        from stereo3d.models.da3.export import export_da3
 
         contract, size = args[1], int(args[2])
         export_da3(da3_weights(), da3_model_path(contract, size), DA3_VARIANT, size, contract, validate=False)
     elif kind == "nvds":
-        from stereo3d.nvds.export import export_nvds
+        from stereo3d.models.nvds.export import export_nvds
 
         width, height = (int(v) for v in args[1].split("x"))
         export_nvds(nvds_weights(), nvds_dir(), width, height, modes=tuple(args[2].split(",")), ort_check=False)
@@ -130,8 +147,8 @@ def _export_main(args: list[str]) -> None:
 
 # --- clips ----------------------------------------------------------------------------------------------------
 def clip(name: str, **spec) -> Path:
-    """A generated clip (``stereo3d.samples.make_clip`` arguments), cached under ``clips/``."""
-    from stereo3d.samples import make_clip
+    """A generated clip (``stereo3d.demo.samples.make_clip`` arguments), cached under ``clips/``."""
+    from stereo3d.demo.samples import make_clip
 
     path = CACHE / "clips" / f"{name}.mp4"
     stamp = path.with_suffix(".json")
@@ -144,7 +161,7 @@ def clip(name: str, **spec) -> Path:
 
 
 def probe(path: Path) -> dict:
-    from stereo3d.probe import probe_video
+    from stereo3d.io.probe import probe_video
 
     return probe_video(path)
 
@@ -271,5 +288,4 @@ if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "export":
         _export_main(sys.argv[2:])
     else:
-        raise SystemExit("usage: python -m bench.common export (weights da3|nvds | da3 CONTRACT SIZE | "
-                         "nvds WxH MODES)")
+        raise SystemExit("usage: python -m bench.common export (weights da3|nvds | da3 CONTRACT SIZE | nvds WxH MODES)")

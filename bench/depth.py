@@ -28,15 +28,22 @@ import numpy as np
 from bench import common
 
 
-def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: int = 2,
-        width: int = 1920, height: int = 1080, provider: str = "cpu") -> dict:
+def run(
+    frames: int = 16,
+    size: int = common.DA3_SIZE,
+    batch: int = 4,
+    repeats: int = 2,
+    width: int = 1920,
+    height: int = 1080,
+    provider: str = "cpu",
+) -> dict:
     import onnxruntime as ort
 
-    from stereo3d.depth import estimate_depth
-    from stereo3d.mapstore import MapWriter
-    from stereo3d.preprocess import IMAGENET_MEAN, IMAGENET_STD, place, placement_for, to_model_input
-    from stereo3d.runtime import SessionOptions, open_session
-    from stereo3d.video import FrameReader
+    from stereo3d.io.decode import FrameReader
+    from stereo3d.io.mapstore import MapWriter
+    from stereo3d.models.da3.runtime import IMAGENET_MEAN, IMAGENET_STD, place, placement_for, to_model_input
+    from stereo3d.runtime.sessions import SessionOptions, open_session
+    from stereo3d.stages.depth import estimate_depth
 
     common.ensure_models(da3=[("uint8", size), ("float", size)])
     u8_model, float_model = common.da3_model_path("uint8", size), common.da3_model_path("float", size)
@@ -68,8 +75,7 @@ def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: 
 
     def stage() -> float:
         out = work / f"stage-{len(stage_runs)}.maps"
-        result, wall = common.timed(
-            lambda: estimate_depth(video, probe, u8_model, out, batch=batch, options=options))
+        result, wall = common.timed(lambda: estimate_depth(video, probe, u8_model, out, batch=batch, options=options))
         result["wall_s_with_session_open"] = round(wall, 2)
         result["store"] = str(out)
         stage_runs.append(result)
@@ -77,8 +83,7 @@ def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: 
 
     def reference() -> float:
         # The seed's session: ONNX Runtime's defaults, as its quick-inference example creates it.
-        session, seconds = common.timed(
-            lambda: ort.InferenceSession(str(float_model), providers=ort_providers))
+        session, seconds = common.timed(lambda: ort.InferenceSession(str(float_model), providers=ort_providers))
         opens["reference"].append(seconds)
         out = work / "reference.maps"
         start = time.perf_counter()
@@ -92,8 +97,10 @@ def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: 
                 store.append(placement.crop(depth)[0])
         return time.perf_counter() - start
 
-    common.say(f"P1/P2: depth stage vs bare ORT vs seed loop, {frames} frames {width}x{height} -> DA3 {size}, "
-               f"batch {batch}, {repeats} rounds")
+    common.say(
+        f"P1/P2: depth stage vs bare ORT vs seed loop, {frames} frames {width}x{height} -> DA3 {size}, "
+        f"batch {batch}, {repeats} rounds"
+    )
     times = common.interleaved({"bare": bare, "stage": stage, "reference": reference}, repeats)
     fps = {name: frames / min(values) for name, values in times.items()}
     best_stage = stage_runs[int(np.argmin(times["stage"]))]
@@ -102,21 +109,35 @@ def run(frames: int = 16, size: int = common.DA3_SIZE, batch: int = 4, repeats: 
                       "batch": batch, "model": u8_model.name, "contract": "uint8",
                       "wall_s_with_session_open": best_stage["wall_s_with_session_open"]}  # fmt: skip
     setup = f"{width}x{height} clip, {frames} frames, DA3 small smoke at {size}, letterbox, {provider}"
-    p1 = common.figure(fps["stage"] / fps["bare"], ">= 0.9",
-                       baseline={"what": "bare InferenceSession.run over ready-made batches (same session options)",
-                                 "fps": round(fps["bare"], 3),
-                                 "fps_rounds": rounds["bare"], "batch": batch, "model": u8_model.name,
-                                 "session_open_s": [round(s, 2) for s in opens["bare"]]},
-                       measured=stage_measured,
-                       setup=setup)
-    p2 = common.figure(fps["stage"] / fps["reference"], ">= 1.3",
-                       baseline={"what": "seed loop: decode full size, cv2.resize INTER_CUBIC, numpy normalise, "
-                                         "batch 1, float contract, default session options, same store",
-                                 "fps": round(fps["reference"], 3), "fps_rounds": rounds["reference"], "batch": 1,
-                                 "model": float_model.name,
-                                 "session_open_s": [round(s, 2) for s in opens["reference"]]},
-                       measured=stage_measured,
-                       setup=setup)
+    p1 = common.figure(
+        fps["stage"] / fps["bare"],
+        ">= 0.9",
+        baseline={
+            "what": "bare InferenceSession.run over ready-made batches (same session options)",
+            "fps": round(fps["bare"], 3),
+            "fps_rounds": rounds["bare"],
+            "batch": batch,
+            "model": u8_model.name,
+            "session_open_s": [round(s, 2) for s in opens["bare"]],
+        },
+        measured=stage_measured,
+        setup=setup,
+    )
+    p2 = common.figure(
+        fps["stage"] / fps["reference"],
+        ">= 1.3",
+        baseline={
+            "what": "seed loop: decode full size, cv2.resize INTER_CUBIC, numpy normalise, "
+            "batch 1, float contract, default session options, same store",
+            "fps": round(fps["reference"], 3),
+            "fps_rounds": rounds["reference"],
+            "batch": 1,
+            "model": float_model.name,
+            "session_open_s": [round(s, 2) for s in opens["reference"]],
+        },
+        measured=stage_measured,
+        setup=setup,
+    )
     return {"P1": p1, "P2": p2, "_store": best_stage["store"], "_size": size}
 
 

@@ -18,12 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-from stereo3d.depth import estimate_depth
-from stereo3d.mapstore import MapReader
-from stereo3d.probe import probe_video
-from stereo3d.runtime import SessionOptions
-from stereo3d.samples import make_clip
-from stereo3d.stabilise import make_ema_plan, make_near_maps
+from bench.common import near_settings
+from stereo3d.demo.samples import make_clip
+from stereo3d.io.mapstore import MapReader
+from stereo3d.io.probe import probe_video
+from stereo3d.runtime.sessions import SessionOptions
+from stereo3d.stabilisers import stabilisers
+from stereo3d.stages.depth import estimate_depth
+from stereo3d.stages.near_maps import make_near_maps
+from stereo3d.stages.near_plan import make_near_plan
 
 CPU = SessionOptions(providers=("cpu",))
 
@@ -36,10 +39,10 @@ def flicker(path: Path) -> float:
 
 
 def run(work: Path | None = None, frames: int = 48, side: int = 140, tier: tuple[int, int] = (128, 64)) -> dict:
-    from stereo3d.export.da3 import export_da3, write_smoke_weights
-    from stereo3d.nvds.checkpoint import write_smoke_checkpoint
-    from stereo3d.nvds.export import export_nvds
-    from stereo3d.nvds.model import NvdsConfig
+    from stereo3d.demo.smoke import write_smoke_checkpoint, write_smoke_weights
+    from stereo3d.models.da3.export import export_da3
+    from stereo3d.models.nvds.export import export_nvds
+    from stereo3d.models.nvds.model import NvdsConfig
 
     work = Path(work or tempfile.mkdtemp(prefix="flicker-"))
     clip = make_clip(work / "static.mp4", width=256, height=144, frames=frames, fps="24", pattern="boxes")
@@ -55,18 +58,21 @@ def run(work: Path | None = None, frames: int = 48, side: int = 140, tier: tuple
     depth = work / "depth.maps"
     estimate_depth(clip, probe, model, depth, options=CPU)
     figures = {}
-    for method in ("frame", "ema", "nvds"):
+    for method, stabiliser in stabilisers().items():
         out = work / f"near-{method}.maps"
+        settings = near_settings(method, nvds_tier=f"{tier[0]}x{tier[1]}")
         plan = None
-        if method == "ema":
-            plan = work / "plan.npz"
-            make_ema_plan([depth], plan)
-        make_near_maps(clip, probe, depth, out, method=method, plan=plan, nvds_models=nvds_dir, nvds_tier=tier,
-                       options=CPU)
+        if stabiliser.plan is not None:
+            plan = work / f"plan-{method}.npz"
+            make_near_plan([depth], plan, settings)
+        make_near_maps(clip, probe, depth, out, settings, plan=plan, models_dir=nvds_dir, options=CPU)
         figures[method] = flicker(out)
-    return {"clip": {"frames": frames, "size": "256x144", "pattern": "boxes (static camera)"},
-            "weights": "smoke (random): path figures, not depth quality", "nvds": f"tiny architecture, {tier}",
-            "mean_abs_delta_near": figures}
+    return {
+        "clip": {"frames": frames, "size": "256x144", "pattern": "boxes (static camera)"},
+        "weights": "smoke (random): path figures, not depth quality",
+        "nvds": f"tiny architecture, {tier}",
+        "mean_abs_delta_near": figures,
+    }
 
 
 if __name__ == "__main__":

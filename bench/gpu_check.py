@@ -41,15 +41,19 @@ def _safe(name: str, results: dict, fn) -> None:
 
 
 def da3_fps(provider: str, size: int, batch: int, iterations: int, trt_cache: Path) -> dict:
-    from stereo3d.runtime import SessionOptions, open_session
+    from stereo3d.runtime.sessions import SessionOptions, open_session
 
     model = common.da3_model_path("uint8", size)
     options = SessionOptions(providers=(provider, "cpu"), trt_cache_dir=str(trt_cache), trt_fp16=True)
     session, open_s = common.timed(lambda: open_session(model, options))
     used = session.get_providers()
     if used[0] != PROVIDER_NAMES[provider]:  # a silent CPU fallback: say so instead of timing the CPU
-        return {"model": model.name, "provider_ok": False, "providers_used": used,
-                "why": f"{PROVIDER_NAMES[provider]} could not start here (see the log above)"}
+        return {
+            "model": model.name,
+            "provider_ok": False,
+            "providers_used": used,
+            "why": f"{PROVIDER_NAMES[provider]} could not start here (see the log above)",
+        }
     x = np.random.default_rng(0).integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
     _, first_s = common.timed(lambda: session.run(["depth"], {"image": x}))  # TensorRT builds its engine here
     for _ in range(3):
@@ -68,7 +72,8 @@ def da3_torch_fps(size: int, batch: int, iterations: int) -> dict:
     figure to read where TensorRT's libraries are not installed)."""
     import torch
 
-    from stereo3d.export.da3 import build_da3, depth_module, export_patches, load_da3_weights
+    from stereo3d.models.da3.checkpoint import load_da3_weights
+    from stereo3d.models.da3.model import build_da3, depth_module, export_patches
 
     net = build_da3(common.DA3_VARIANT)
     load_da3_weights(net, common.da3_weights())
@@ -84,13 +89,17 @@ def da3_torch_fps(size: int, batch: int, iterations: int) -> dict:
             model(x)
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return {"torch": torch.__version__, "batch": batch, "dtype": "fp16 autocast",
-            "fps": round(iterations * batch / seconds, 2)}
+    return {
+        "torch": torch.__version__,
+        "batch": batch,
+        "dtype": "fp16 autocast",
+        "fps": round(iterations * batch / seconds, 2),
+    }
 
 
 def nvds_fps(provider: str, tier: tuple[int, int], iterations: int) -> dict:
-    from stereo3d.nvds.stabiliser import open_stabiliser
-    from stereo3d.runtime import SessionOptions
+    from stereo3d.models.nvds.runtime import open_stabiliser
+    from stereo3d.runtime.sessions import SessionOptions
 
     stabiliser = open_stabiliser(common.nvds_dir(), *tier, SessionOptions(providers=(provider, "cpu")))
     used = {role: s.get_providers() for role, s in stabiliser._sessions.items()}
@@ -103,15 +112,20 @@ def nvds_fps(provider: str, tier: tuple[int, int], iterations: int) -> dict:
     for _ in range(iterations):
         stabiliser.step(rgb, near)
     seconds = time.perf_counter() - start
-    return {"tier": f"{tier[0]}x{tier[1]}", "mode": stabiliser.mode, "fps": round(iterations / seconds, 2),
-            "providers_used": used, "provider_ok": all(p[0] == PROVIDER_NAMES[provider] for p in used.values())}
+    return {
+        "tier": f"{tier[0]}x{tier[1]}",
+        "mode": stabiliser.mode,
+        "fps": round(iterations / seconds, 2),
+        "providers_used": used,
+        "provider_ok": all(p[0] == PROVIDER_NAMES[provider] for p in used.values()),
+    }
 
 
 def nvenc_fps(codec: str, frames: int, width: int, height: int) -> dict:
     from bench.render_encode import scene
-    from stereo3d.layouts import pack
-    from stereo3d.render import StereoSettings, render_stereo
-    from stereo3d.video import VideoEncoder, _nvenc_problem
+    from stereo3d.io.encode import VideoEncoder, _nvenc_problem
+    from stereo3d.stereo.layouts import pack
+    from stereo3d.stereo.warp import StereoSettings, render_stereo
 
     problem = _nvenc_problem(codec, "yuv420p")
     if problem is not None:
@@ -130,12 +144,12 @@ def nvenc_fps(codec: str, frames: int, width: int, height: int) -> dict:
 
 def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], frames: int, width: int,
                  height: int, codec: str, trt_cache: Path) -> dict:  # fmt: skip
-    from stereo3d.convert import EncodeSettings, render_video
-    from stereo3d.depth import estimate_depth
-    from stereo3d.probe import probe_video
-    from stereo3d.render import StereoSettings
-    from stereo3d.runtime import PROFILE_ENV, SessionOptions, inference_totals
-    from stereo3d.stabilise import make_near_maps
+    from stereo3d.io.probe import probe_video
+    from stereo3d.runtime.sessions import PROFILE_ENV, SessionOptions, inference_totals
+    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.near_maps import make_near_maps
+    from stereo3d.stages.render import EncodeSettings, render_video
+    from stereo3d.stereo.warp import StereoSettings
 
     os.environ[PROFILE_ENV] = "1"
     clip = common.clip(f"gpu_{width}x{height}_{frames}", width=width, height=height, frames=frames, fps="24",
@@ -149,8 +163,9 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
     for name, fn in (
         ("depth", lambda: estimate_depth(clip, probe, common.da3_model_path("uint8", size), work / "depth.maps",
                                          batch=8, options=options)),
-        ("near_maps", lambda: make_near_maps(clip, probe, work / "depth.maps", work / "near.maps", method="nvds",
-                                             nvds_models=common.nvds_dir(), nvds_tier=tier, options=options)),
+        ("near_maps", lambda: make_near_maps(clip, probe, work / "depth.maps", work / "near.maps",
+                                             common.near_settings("nvds", nvds_tier=f"{tier[0]}x{tier[1]}"),
+                                             models_dir=common.nvds_dir(), options=options)),
         ("render", lambda: render_video(clip, probe, work / "near.maps", work / "sbs.mkv", StereoSettings(),
                                         "full_sbs", EncodeSettings(codec=codec, preset="medium"))),
     ):  # fmt: skip
@@ -168,8 +183,11 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=common.ROOT / "bench" / "gpu_results.json")
-    parser.add_argument("--cpu-smoke", action="store_true",
-                        help="CPU providers, small sizes: checks that every path runs (figures mean nothing)")
+    parser.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        help="CPU providers, small sizes: checks that every path runs (figures mean nothing)",
+    )
     parser.add_argument("--frames", type=int, default=240, help="frames of the 1080p pipeline clip")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -212,8 +230,11 @@ def _x264(width: int, height: int, frames: int) -> dict:
     from bench.render_encode import run
 
     fig = run(frames, width, height)
-    return {"render_fps": fig["render_fps"], "x264_veryfast_fps": fig["encode_fps_x264_veryfast"],
-            "render_over_x264": fig["ratio"]}
+    return {
+        "render_fps": fig["render_fps"],
+        "x264_veryfast_fps": fig["encode_fps_x264_veryfast"],
+        "render_over_x264": fig["ratio"],
+    }
 
 
 def _host() -> dict:

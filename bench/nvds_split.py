@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
+from stereo3d.models.names import nvds_onnx_name
 
 
 def figure(tier: tuple[int, int] = common.NVDS_TIER, repeats: int = 7) -> dict:
@@ -30,22 +31,40 @@ def figure(tier: tuple[int, int] = common.NVDS_TIER, repeats: int = 7) -> dict:
     common.ensure_models(nvds=[(tier, ("split", "monolith"))])
     common.say(f"P3: NVDS split vs monolith, full configuration at {tier[0]}x{tier[1]}, {repeats} repeats")
     fig = time_graphs(common.nvds_dir(), repeats, width=tier[0], height=tier[1])
-    return {"P3": common.figure(
-        fig["monolith_ms_per_frame"] / fig["split_ms_per_frame"], ">= 1.6",
-        baseline={"what": "monolith: the 4-frame window graph once per frame",
-                  "ms_per_frame": fig["monolith_ms_per_frame"], "fps": round(1000 / fig["monolith_ms_per_frame"], 3)},
-        measured={"what": "split: backbone once per frame + head", "ms_per_frame": fig["split_ms_per_frame"],
-                  "fps": round(1000 / fig["split_ms_per_frame"], 3), "backbone_ms": fig["backbone_ms"],
-                  "head_ms": fig["head_ms"]},
-        setup=f"NVDS full configuration (smoke weights), tier {fig['tier']}, CPU, median of {repeats}")}
+    return {
+        "P3": common.figure(
+            fig["monolith_ms_per_frame"] / fig["split_ms_per_frame"],
+            ">= 1.6",
+            baseline={
+                "what": "monolith: the 4-frame window graph once per frame",
+                "ms_per_frame": fig["monolith_ms_per_frame"],
+                "fps": round(1000 / fig["monolith_ms_per_frame"], 3),
+            },
+            measured={
+                "what": "split: backbone once per frame + head",
+                "ms_per_frame": fig["split_ms_per_frame"],
+                "fps": round(1000 / fig["split_ms_per_frame"], 3),
+                "backbone_ms": fig["backbone_ms"],
+                "head_ms": fig["head_ms"],
+            },
+            setup=f"NVDS full configuration (smoke weights), tier {fig['tier']}, CPU, median of {repeats}",
+        )
+    }
 
 
-def run(full_models: str | Path | None = None, include_full: bool = True, repeats: int = 3,
-        threads: int = 0, include_tiny: bool = True, width: int = 512, height: int = 288) -> dict:
+def run(
+    full_models: str | Path | None = None,
+    include_full: bool = True,
+    repeats: int = 3,
+    threads: int = 0,
+    include_tiny: bool = True,
+    width: int = 512,
+    height: int = 288,
+) -> dict:
     """Median per-frame milliseconds of split vs monolith for the tiny and (optionally) the full config."""
-    from stereo3d.nvds.checkpoint import write_smoke_checkpoint
-    from stereo3d.nvds.export import export_nvds
-    from stereo3d.nvds.model import NvdsConfig
+    from stereo3d.demo.smoke import write_smoke_checkpoint
+    from stereo3d.models.nvds.export import export_nvds
+    from stereo3d.models.nvds.model import NvdsConfig
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,8 +91,11 @@ def time_graphs(models: Path, repeats: int = 3, threads: int = 0, width: int = 5
     shared) weighs on all of them alike instead of on whichever graph ran during it.
     """
     backbone, head, monolith, feeds = _sessions(models, threads, width, height)
-    runs = {"backbone": lambda: backbone.run(None, feeds["backbone"]), "head": lambda: head.run(None, feeds["head"]),
-            "monolith": lambda: monolith.run(None, feeds["monolith"])}
+    runs = {
+        "backbone": lambda: backbone.run(None, feeds["backbone"]),
+        "head": lambda: head.run(None, feeds["head"]),
+        "monolith": lambda: monolith.run(None, feeds["monolith"]),
+    }
     for fn in runs.values():
         fn()  # warm-up: arena growth and first-run allocations
     times = {name: [] for name in runs}
@@ -84,19 +106,26 @@ def time_graphs(models: Path, repeats: int = 3, threads: int = 0, width: int = 5
             times[name].append(time.perf_counter() - start)
     backbone_ms, head_ms, monolith_ms = (1000 * float(np.median(times[n])) for n in runs)
     split_ms = backbone_ms + head_ms
-    return {"tier": f"{width}x{height}", "backbone_ms": round(backbone_ms, 1), "head_ms": round(head_ms, 1),
-            "split_ms_per_frame": round(split_ms, 1), "monolith_ms_per_frame": round(monolith_ms, 1),
-            "split_over_monolith": round(split_ms / monolith_ms, 3), "repeats": repeats}
+    return {
+        "tier": f"{width}x{height}",
+        "backbone_ms": round(backbone_ms, 1),
+        "head_ms": round(head_ms, 1),
+        "split_ms_per_frame": round(split_ms, 1),
+        "monolith_ms_per_frame": round(monolith_ms, 1),
+        "split_over_monolith": round(split_ms / monolith_ms, 3),
+        "repeats": repeats,
+    }
 
 
-def profile_head(models: Path, repeats: int = 3, threads: int = 0, width: int = 512, height: int = 288,
-                 top: int = 12) -> dict:
+def profile_head(
+    models: Path, repeats: int = 3, threads: int = 0, width: int = 512, height: int = 288, top: int = 12
+) -> dict:
     """ONNX Runtime's per-operator profile of the head: kernel ms per run by op type, largest first."""
     import onnxruntime as ort
 
     _, _, _, feeds = _sessions(models, threads, width, height, monolith=False)
     with tempfile.TemporaryDirectory() as tmp:
-        # open_session's settings (stereo3d.runtime), plus the profiler
+        # open_session's settings (stereo3d.runtime.sessions), plus the profiler
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -105,8 +134,9 @@ def profile_head(models: Path, repeats: int = 3, threads: int = 0, width: int = 
             so.intra_op_num_threads = threads
         so.enable_profiling = True
         so.profile_file_prefix = str(Path(tmp) / "head")
-        head = ort.InferenceSession(str(models / f"NVDS_Head_{width}x{height}.onnx"), so,
-                                    providers=["CPUExecutionProvider"])
+        head = ort.InferenceSession(
+            str(models / nvds_onnx_name("head", f"{width}x{height}")), so, providers=["CPUExecutionProvider"]
+        )
         for _ in range(repeats + 1):  # the first run (warm-up) is profiled too and counted in the average
             head.run(None, feeds["head"])
         events = json.loads(Path(head.end_profiling()).read_text())
@@ -117,20 +147,23 @@ def profile_head(models: Path, repeats: int = 3, threads: int = 0, width: int = 
             by_op[op] = by_op.get(op, 0.0) + event["dur"] / 1000 / (repeats + 1)
     total = sum(by_op.values())
     ranked = sorted(by_op.items(), key=lambda kv: -kv[1])
-    return {"tier": f"{width}x{height}", "kernel_ms_per_run": round(total, 1),
-            "by_op": {op: {"ms": round(ms, 1), "share": round(ms / total, 3)} for op, ms in ranked[:top]}}
+    return {
+        "tier": f"{width}x{height}",
+        "kernel_ms_per_run": round(total, 1),
+        "by_op": {op: {"ms": round(ms, 1), "share": round(ms / total, 3)} for op, ms in ranked[:top]},
+    }
 
 
 def _sessions(models: Path, threads: int, width: int, height: int, monolith: bool = True):
     """Backbone, head and monolith sessions on the CPU, with the validation window's feeds for each."""
-    from stereo3d.nvds.export import validation_window
-    from stereo3d.runtime import SessionOptions, open_session
+    from stereo3d.models.nvds.export import validation_window
+    from stereo3d.runtime.sessions import SessionOptions, open_session
 
     options = SessionOptions(providers=("cpu",), threads=threads)
     tier = f"{width}x{height}"
-    backbone = open_session(models / f"NVDS_Backbone_{tier}.onnx", options)
-    head = open_session(models / f"NVDS_Head_{tier}.onnx", options)
-    mono = open_session(models / f"NVDS_Stabilizer_{tier}.onnx", options) if monolith else None
+    backbone = open_session(models / nvds_onnx_name("backbone", tier), options)
+    head = open_session(models / nvds_onnx_name("head", tier), options)
+    mono = open_session(models / nvds_onnx_name("monolith", tier), options) if monolith else None
     window = validation_window(width, height)
     feat_names = [o.name for o in backbone.get_outputs()]
     feats = backbone.run(feat_names, {"frame_rgbd": window[:, -1]})
@@ -148,22 +181,30 @@ def main() -> None:
     parser.add_argument("--tier", default="512x288", help="WIDTHxHEIGHT (default 512x288)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--profile", action="store_true",
-                        help="also print ONNX Runtime's per-operator profile of the full head (by op type)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print ONNX Runtime's per-operator profile of the full head (by op type)",
+    )
     args = parser.parse_args()
     width, height = (int(v) for v in args.tier.split("x"))
-    results = run(args.full_models, not args.no_full, args.repeats, args.threads, args.tiny or args.no_full,
-                  width, height)
+    results = run(
+        args.full_models, not args.no_full, args.repeats, args.threads, args.tiny or args.no_full, width, height
+    )
     for name, fig in results.items():
-        print(f"{name:5s} {fig['tier']}: split {fig['split_ms_per_frame']:.1f} ms/frame "
-              f"(backbone {fig['backbone_ms']:.1f} + head {fig['head_ms']:.1f}) vs monolith "
-              f"{fig['monolith_ms_per_frame']:.1f} ms/frame: ratio {fig['split_over_monolith']:.3f}, "
-              f"P3 {fig['monolith_ms_per_frame'] / fig['split_ms_per_frame']:.2f}")
+        print(
+            f"{name:5s} {fig['tier']}: split {fig['split_ms_per_frame']:.1f} ms/frame "
+            f"(backbone {fig['backbone_ms']:.1f} + head {fig['head_ms']:.1f}) vs monolith "
+            f"{fig['monolith_ms_per_frame']:.1f} ms/frame: ratio {fig['split_over_monolith']:.3f}, "
+            f"P3 {fig['monolith_ms_per_frame'] / fig['split_ms_per_frame']:.2f}"
+        )
     if args.profile and not args.no_full:
         models = args.full_models or common.nvds_dir()
         results["head_profile"] = prof = profile_head(Path(models), args.repeats, args.threads, width, height)
-        print(f"head profile {prof['tier']}: {prof['kernel_ms_per_run']:.1f} kernel ms per run; " + ", ".join(
-            f"{op} {100 * v['share']:.0f}%" for op, v in prof["by_op"].items()))
+        print(
+            f"head profile {prof['tier']}: {prof['kernel_ms_per_run']:.1f} kernel ms per run; "
+            + ", ".join(f"{op} {100 * v['share']:.0f}%" for op, v in prof["by_op"].items())
+        )
     print(json.dumps(results, indent=2))
 
 

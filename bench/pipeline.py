@@ -8,7 +8,7 @@
   library (the demo's two clips, 320x180 with audio and subtitles and 240x240, shortened), run through the
   package API in one process, clip after clip: probe, depth, near maps, render + encode, join + mux. Session
   opening, decoding, pre/post-processing, storage, rendering, encoding and muxing all count as wall time;
-  inference is the wall time of every ``session.run`` (summed by ``stereo3d.runtime`` with STEREO3D_PROFILE).
+  inference is the wall time of every ``session.run`` (summed by ``stereo3d.runtime.sessions`` with STEREO3D_PROFILE).
   Snakemake's own job overhead (a Python start per job) is not in it: that is P8's business.
 * P6 = peak RSS converting a clip 10x longer ÷ the 1x clip: probe, depth, EMA plan, near maps, render + encode
   of a 320x180 clip of 24 frames (1 s: past ONNX Runtime's warm-up, which grows its arena over the first
@@ -35,7 +35,7 @@ import yaml
 
 from bench import common
 
-DEMO_LIKE = {  # the demo library's clips (stereo3d.samples.make_demo_library)
+DEMO_LIKE = {  # the demo library's clips (stereo3d.demo.samples.make_demo_library)
     "demo_shapes_16x9": dict(width=320, height=180, fps="16", audio=True, subtitles=True, pattern="boxes"),
     "demo_fractal_1x1": dict(width=240, height=240, fps="16", pattern="mandelbrot"),
 }
@@ -43,22 +43,25 @@ DEMO_LIKE = {  # the demo library's clips (stereo3d.samples.make_demo_library)
 
 # --- P5 ---------------------------------------------------------------------------------------------------------
 def p5(frames: int = 48, size: int = common.DA3_SIZE, tier: tuple[int, int] = common.NVDS_TIER) -> dict:
-    # 48 frames: the demo's clips at their full length (stereo3d.samples.make_demo_library). Shorter clips
+    # 48 frames: the demo's clips at their full length (stereo3d.demo.samples.make_demo_library). Shorter clips
     # measure the fixed costs (opening three sessions, ~1.5 s) more than the per-frame overhead the figure is about.
-    from stereo3d.convert import EncodeSettings, render_video
-    from stereo3d.depth import estimate_depth
-    from stereo3d.join import join_segments
-    from stereo3d.probe import probe_video
-    from stereo3d.render import StereoSettings
-    from stereo3d.runtime import PROFILE_ENV, SessionOptions, inference_totals
-    from stereo3d.stabilise import make_near_maps
+    from stereo3d.io.probe import probe_video
+    from stereo3d.runtime.sessions import PROFILE_ENV, SessionOptions, inference_totals
+    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.join import join_segments
+    from stereo3d.stages.near_maps import make_near_maps
+    from stereo3d.stages.render import EncodeSettings, render_video
+    from stereo3d.stereo.warp import StereoSettings
 
     common.ensure_models(da3=[("uint8", size)], nvds=[(tier, ("split",))])
     clips = {name: common.clip(f"{name}_{frames}", frames=frames, **spec) for name, spec in DEMO_LIKE.items()}
     work = common.scratch("p5")
     options = SessionOptions(providers=("cpu",))
-    common.say(f"P5: demo-like run (2 clips x {frames} frames, DA3 {size} + NVDS {tier[0]}x{tier[1]} split + "
-               "render/encode/mux) against its inference time")
+    nvds = common.near_settings("nvds", nvds_tier=f"{tier[0]}x{tier[1]}")
+    common.say(
+        f"P5: demo-like run (2 clips x {frames} frames, DA3 {size} + NVDS {tier[0]}x{tier[1]} split + "
+        "render/encode/mux) against its inference time"
+    )
     stages: dict[str, dict[str, float]] = {}
     previous = os.environ.get(PROFILE_ENV)
     os.environ[PROFILE_ENV] = "1"
@@ -80,8 +83,8 @@ def p5(frames: int = 48, size: int = common.DA3_SIZE, tier: tuple[int, int] = co
             depth, near, video = work / f"{name}.depth.maps", work / f"{name}.near.maps", work / f"{name}.mkv"
             stage("depth", estimate_depth, source, probe, common.da3_model_path("uint8", size), depth, batch=4,
                   options=options)  # fmt: skip
-            stage("near_maps", make_near_maps, source, probe, depth, near, method="nvds",
-                  nvds_models=common.nvds_dir(), nvds_tier=tier, options=options)  # fmt: skip
+            stage("near_maps", make_near_maps, source, probe, depth, near, nvds,
+                  models_dir=common.nvds_dir(), options=options)  # fmt: skip
             stage("render", render_video, source, probe, near, video, StereoSettings(), "full_sbs", EncodeSettings())
             stage("join", join_segments, [video], [0], source, work / f"{name}_LRF_Full_SBS.mp4", probe)
         wall = time.perf_counter() - started
@@ -92,37 +95,55 @@ def p5(frames: int = 48, size: int = common.DA3_SIZE, tier: tuple[int, int] = co
         else:
             os.environ[PROFILE_ENV] = previous
     breakdown = {name: {k: round(v, 2) for k, v in entry.items()} for name, entry in stages.items()}
-    return {"P5": common.figure(
-        wall / totals["seconds"], "<= 1.15",
-        baseline={"what": "sum of session.run wall time inside the run", "inference_s": round(totals["seconds"], 2),
-                  "session_runs": totals["calls"]},
-        measured={"what": "wall time of the whole run", "wall_s": round(wall, 2), "frames": frames * len(clips),
-                  "stages": breakdown},
-        setup=f"demo configuration on the demo's 2 clips shortened to {frames} frames; package API, one process, CPU")}
+    return {
+        "P5": common.figure(
+            wall / totals["seconds"],
+            "<= 1.15",
+            baseline={
+                "what": "sum of session.run wall time inside the run",
+                "inference_s": round(totals["seconds"], 2),
+                "session_runs": totals["calls"],
+            },
+            measured={
+                "what": "wall time of the whole run",
+                "wall_s": round(wall, 2),
+                "frames": frames * len(clips),
+                "stages": breakdown,
+            },
+            setup=f"demo configuration on the demo's 2 clips shortened to {frames} frames; package API, one process, "
+            "CPU",
+        )
+    }
 
 
 # --- P6 ---------------------------------------------------------------------------------------------------------
 def convert(source: Path, work: Path, size: int = common.DA3_SIZE) -> dict:
     """One clip through every per-video stage (EMA near maps); returns the stage summaries."""
-    from stereo3d.convert import EncodeSettings, render_video
-    from stereo3d.depth import estimate_depth
-    from stereo3d.probe import probe_video
-    from stereo3d.render import StereoSettings
-    from stereo3d.runtime import SessionOptions
-    from stereo3d.stabilise import make_ema_plan, make_near_maps
+    from stereo3d.io.probe import probe_video
+    from stereo3d.runtime.sessions import SessionOptions
+    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.near_maps import make_near_maps
+    from stereo3d.stages.render import EncodeSettings, render_video
+    from stereo3d.stereo.warp import StereoSettings
 
     work.mkdir(parents=True, exist_ok=True)
     probe = probe_video(source)
     options = SessionOptions(providers=("cpu",))
     depth = estimate_depth(source, probe, common.da3_model_path("uint8", size), work / "depth.maps", batch=4,
                            options=options)  # fmt: skip
-    make_ema_plan([work / "depth.maps"], work / "plan.npz")
-    near = make_near_maps(source, probe, work / "depth.maps", work / "near.maps", method="ema",
-                          plan=work / "plan.npz")  # fmt: skip
+    from stereo3d.stages.near_plan import make_near_plan
+
+    ema = common.near_settings("ema")
+    make_near_plan([work / "depth.maps"], work / "plan.npz", ema)
+    near = make_near_maps(source, probe, work / "depth.maps", work / "near.maps", ema, plan=work / "plan.npz")
     render = render_video(source, probe, work / "near.maps", work / "sbs.mkv", StereoSettings(), "full_sbs",
                           EncodeSettings())  # fmt: skip
-    return {"frames": probe["video"]["frame_count"], "depth_fps": round(depth["fps"], 3),
-            "near_fps": round(near["fps"], 3), "render_fps": round(render["fps"], 3)}
+    return {
+        "frames": probe["video"]["frame_count"],
+        "depth_fps": round(depth["fps"], 3),
+        "near_fps": round(near["fps"], 3),
+        "render_fps": round(render["fps"], 3),
+    }
 
 
 def p6(frames: int = 48, factor: int = 10, size: int = common.SMALL_DA3_SIZE, repeats: int = 2) -> dict:
@@ -131,11 +152,15 @@ def p6(frames: int = 48, factor: int = 10, size: int = common.SMALL_DA3_SIZE, re
     # would measure the warm-up (24 frames: 1.13) instead of growth with length (48 frames: 0.94).
     common.ensure_models(da3=[("uint8", size)])
     spec = dict(width=320, height=180, fps="24", pattern="testsrc2")
-    clips = {"short": common.clip(f"rss_{frames}", frames=frames, **spec),
-             "long": common.clip(f"rss_{frames * factor}", frames=frames * factor, **spec)}
+    clips = {
+        "short": common.clip(f"rss_{frames}", frames=frames, **spec),
+        "long": common.clip(f"rss_{frames * factor}", frames=frames * factor, **spec),
+    }
     work = common.scratch("p6")
-    common.say(f"P6: peak RSS of a {frames}-frame and a {frames * factor}-frame 320x180 conversion "
-               f"(fresh processes, {repeats} each)")
+    common.say(
+        f"P6: peak RSS of a {frames}-frame and a {frames * factor}-frame 320x180 conversion "
+        f"(fresh processes, {repeats} each)"
+    )
     runs: dict[str, list[dict]] = {"short": [], "long": []}
     for _ in range(repeats):
         for name, clip in clips.items():
@@ -144,17 +169,24 @@ def p6(frames: int = 48, factor: int = 10, size: int = common.SMALL_DA3_SIZE, re
 
     def summary(name: str) -> dict:
         best = min(runs[name], key=lambda r: r["tree_peak_rss_mib"])
-        return {**best, "tree_peak_rss_mib_runs": [r["tree_peak_rss_mib"] for r in runs[name]],
-                "peak_rss_mib_runs": [r["peak_rss_mib"] for r in runs[name]]}
+        return {
+            **best,
+            "tree_peak_rss_mib_runs": [r["tree_peak_rss_mib"] for r in runs[name]],
+            "peak_rss_mib_runs": [r["peak_rss_mib"] for r in runs[name]],
+        }
 
     short, long = summary("short"), summary("long")
-    return {"P6": common.figure(
-        long["tree_peak_rss_mib"] / short["tree_peak_rss_mib"], "<= 1.1",
-        baseline={"what": f"1x clip ({frames} frames)", **short},
-        measured={"what": f"{factor}x clip ({frames * factor} frames)", **long},
-        setup=f"320x180 clip, DA3 {size} uint8 + EMA + full SBS libx264 medium; peak of the process tree's "
-              "summed RSS (Python + ffmpeg) sampled every 20 ms, lowest of the runs (ONNX Runtime's arena "
-              "lands on one of two peaks ~50 MB apart from run to run); peak_rss_mib: the Python process alone")}
+    return {
+        "P6": common.figure(
+            long["tree_peak_rss_mib"] / short["tree_peak_rss_mib"],
+            "<= 1.1",
+            baseline={"what": f"1x clip ({frames} frames)", **short},
+            measured={"what": f"{factor}x clip ({frames * factor} frames)", **long},
+            setup=f"320x180 clip, DA3 {size} uint8 + EMA + full SBS libx264 medium; peak of the process tree's "
+            "summed RSS (Python + ffmpeg) sampled every 20 ms, lowest of the runs (ONNX Runtime's arena "
+            "lands on one of two peaks ~50 MB apart from run to run); peak_rss_mib: the Python process alone",
+        )
+    }
 
 
 # --- P8 ---------------------------------------------------------------------------------------------------------
@@ -213,8 +245,12 @@ def p8(videos: int = 100, frames: int = 16, size: int = common.SMALL_DA3_SIZE, r
     weights_time = (work / "weights/DA3/Small/model.safetensors").stat().st_mtime
     for path in (work / "models/DA3").iterdir():  # exports newer than their weights, as the rule leaves them
         os.utime(path, (weights_time + 1, weights_time + 1))
-    config = {"library": {"folder": "videos"}, "da3": {"size": size, "batch": 4},
-              "encode": {"preset": "ultrafast"}, "runtime": {"providers": ["cpu"]}}
+    config = {
+        "library": {"folder": "videos"},
+        "da3": {"size": size, "batch": 4},
+        "encode": {"preset": "ultrafast"},
+        "runtime": {"providers": ["cpu"]},
+    }
     (work / "bench.yaml").write_text(yaml.safe_dump(config))
     first = "v000"
     shutil.copy2(common.clip(f"p8_{frames}", width=160, height=90, frames=frames, fps="24", audio=True),
@@ -261,16 +297,24 @@ def p8(videos: int = 100, frames: int = 16, size: int = common.SMALL_DA3_SIZE, r
         if "Nothing to be done" not in said or any(line.split(":", 1)[1].split() != ["export_da3"] for line in missing):
             raise RuntimeError(f"snakemake -n does not see a finished library:\n{said[-3000:]}")
         dry[no_slurm].append(round(seconds, 2))
-    return {"P8": common.figure(
-        min(dry[True]), "<= 5",
-        baseline={"what": "goal: 5 s", "videos": videos},
-        measured={"what": "snakemake -n wall seconds (best of the runs), 'Nothing to be done'", "seconds": dry[True],
-                  "seconds_with_slurm_plugin_probe": dry[False] or "plugin not installed",
-                  "real_conversion_of_one_s": round(real_s, 1),
-                  "library_level_jobs_run_after_replication": pending, "catch_up_s": round(catch_up_s, 1),
-                  "jobs_per_video": "probe, depth, ema_plan, near_maps, render, join"},
-        setup=f"{videos} videos of {frames} frames 160x90 (1 converted for real, {videos - 1} replicated), "
-              f"default config with DA3 {size}; unit: seconds, not a ratio")}
+    return {
+        "P8": common.figure(
+            min(dry[True]),
+            "<= 5",
+            baseline={"what": "goal: 5 s", "videos": videos},
+            measured={
+                "what": "snakemake -n wall seconds (best of the runs), 'Nothing to be done'",
+                "seconds": dry[True],
+                "seconds_with_slurm_plugin_probe": dry[False] or "plugin not installed",
+                "real_conversion_of_one_s": round(real_s, 1),
+                "library_level_jobs_run_after_replication": pending,
+                "catch_up_s": round(catch_up_s, 1),
+                "jobs_per_video": "probe, depth, near_plan, near_maps, render, join",
+            },
+            setup=f"{videos} videos of {frames} frames 160x90 (1 converted for real, {videos - 1} replicated), "
+            f"default config with DA3 {size}; unit: seconds, not a ratio",
+        )
+    }
 
 
 def main() -> None:

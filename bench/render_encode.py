@@ -20,9 +20,9 @@ import cv2
 import numpy as np
 
 from bench import common
-from stereo3d.layouts import pack
-from stereo3d.render import StereoSettings, render_stereo
-from stereo3d.video import VideoEncoder
+from stereo3d.io.encode import VideoEncoder
+from stereo3d.stereo.layouts import pack
+from stereo3d.stereo.warp import StereoSettings, render_stereo
 
 
 def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int = 518) -> dict:
@@ -59,12 +59,18 @@ def figure(frames: int = 24) -> dict:
     """P4 for the harness: renderer frames/s ÷ libx264 veryfast frames/s at 1080p full SBS."""
     common.say(f"P4: renderer vs libx264 veryfast, 1080p -> 3840x1080 full SBS, {frames} frames")
     fig = run(frames)
-    return {"P4": common.figure(
-        fig["ratio"], ">= 3",
-        baseline={"what": "libx264 veryfast crf 18 on the packed frames (ffmpeg, own threads)",
-                  "fps": fig["encode_fps_x264_veryfast"]},
-        measured={"what": "render_stereo + full SBS packing (in process)", "fps": fig["render_fps"]},
-        setup=f"{fig['size']}, {frames} frames of a synthetic textured scene, near maps at 518 wide")}
+    return {
+        "P4": common.figure(
+            fig["ratio"],
+            ">= 3",
+            baseline={
+                "what": "libx264 veryfast crf 18 on the packed frames (ffmpeg, own threads)",
+                "fps": fig["encode_fps_x264_veryfast"],
+            },
+            measured={"what": "render_stereo + full SBS packing (in process)", "fps": fig["render_fps"]},
+            setup=f"{fig['size']}, {frames} frames of a synthetic textured scene, near maps at 518 wide",
+        )
+    }
 
 
 def scene(frames: int, width: int, height: int, near_side: int) -> tuple[list[np.ndarray], list[np.ndarray]]:

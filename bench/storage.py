@@ -61,13 +61,18 @@ def scene_depth(frames: int = 32, width: int = 518, height: int = 291, seed: int
 def measure(path: Path, frames: int, height: int, width: int) -> dict:
     size = path.stat().st_size
     raw = frames * height * width * 2
-    return {"file_bytes": size, "frames": frames, "map": f"{width}x{height}",
-            "bytes_per_frame": round(size / frames, 1), "float16_bytes_per_frame": height * width * 2,
-            "ratio": round(size / raw, 4)}
+    return {
+        "file_bytes": size,
+        "frames": frames,
+        "map": f"{width}x{height}",
+        "bytes_per_frame": round(size / frames, 1),
+        "float16_bytes_per_frame": height * width * 2,
+        "ratio": round(size / raw, 4),
+    }
 
 
 def run(frames: int = 32, smoke_store: str | Path | None = None) -> dict:
-    from stereo3d.mapstore import MapReader, write_maps
+    from stereo3d.io.mapstore import MapReader, write_maps
 
     work = common.scratch("storage")
     depth = scene_depth(frames)
@@ -83,12 +88,20 @@ def run(frames: int = 32, smoke_store: str | Path | None = None) -> dict:
     if smoke_store:
         with MapReader(smoke_store) as store:
             n, (h, w) = store.frames, store.shape
-        extra["smoke_da3"] = {**measure(Path(smoke_store), n, h, w),
-                              "note": "random-weights depth (patch-grid texture): not representative"}
+        extra["smoke_da3"] = {
+            **measure(Path(smoke_store), n, h, w),
+            "note": "random-weights depth (patch-grid texture): not representative",
+        }
     common.say(f"P7: map store {scene['ratio']:.3f} of float16 on the synthetic scene")
-    return {"P7": common.figure(scene["ratio"], "<= 0.5",
-                                baseline={"what": "raw float16", "bytes_per_frame": scene["float16_bytes_per_frame"]},
-                                measured={"what": "stereo3d map store (log transfer)", **scene}, **extra)}
+    return {
+        "P7": common.figure(
+            scene["ratio"],
+            "<= 0.5",
+            baseline={"what": "raw float16", "bytes_per_frame": scene["float16_bytes_per_frame"]},
+            measured={"what": "stereo3d map store (log transfer)", **scene},
+            **extra,
+        )
+    }
 
 
 def main() -> None:

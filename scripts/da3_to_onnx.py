@@ -1,8 +1,8 @@
-"""Export DA3 Small/Base to fixed-size, depth-only ONNX (thin adapter over stereo3d.export.da3).
+"""Export DA3 Small/Base to fixed-size, depth-only ONNX (thin adapter over stereo3d.models.da3.export).
 
 Command line (the seed's options, names keep both contracts apart):
     python scripts/da3_to_onnx.py --variant both --validate --fold-preprocess --size 518
-Snakemake (`script:`): input.weights; output.onnx, output.validation; params variant, size, contract,
+Snakemake (`script:`): input.weights; output.onnx, output.validation; params model (variant, size, contract),
 opset, validate, fail_rel_mean_err, exporter; log[0].
 """
 
@@ -21,8 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.vendor:
         _use_vendor(args.vendor)
     from stereo3d.errors import StereoError
-    from stereo3d.export.da3 import da3_onnx_name, export_da3
-    from stereo3d.export.names import da3_weights_folder  # seed layout: <src-root>/{Small,Base}/model.safetensors
+    from stereo3d.models.da3.export import da3_onnx_name, export_da3
+    from stereo3d.models.names import da3_weights_folder  # seed layout: <src-root>/{Small,Base}/model.safetensors
 
     contract = "uint8" if args.fold_preprocess else "float"
     variants = ["small", "base"] if args.variant == "both" else [args.variant]
@@ -31,8 +31,14 @@ def main(argv: list[str] | None = None) -> int:
             export_da3(
                 weights=Path(args.src_root) / da3_weights_folder(variant) / "model.safetensors",
                 out_path=Path(args.out_dir) / da3_onnx_name(variant, args.size, contract),
-                variant=variant, size=args.size, contract=contract, opset=args.opset, device=args.device,
-                validate=args.validate, fail_rel_mean_err=args.fail_rel_mean_err, exporter=args.exporter,
+                variant=variant,
+                size=args.size,
+                contract=contract,
+                opset=args.opset,
+                device=args.device,
+                validate=args.validate,
+                fail_rel_mean_err=args.fail_rel_mean_err,
+                exporter=args.exporter,
             )
     except StereoError as exc:
         logging.getLogger("da3_to_onnx").error("%s", exc)
@@ -42,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_snakemake(smk) -> None:
     """Snakemake `script:` entry: one export, logged to log[0]; a bad input fails in one line."""
-    from stereo3d.scripting import run_guarded, setup_logging
+    from stereo3d.workflow.scripting import run_guarded, setup_logging
 
     setup_logging(smk.log[0])
     logging.captureWarnings(True)
@@ -50,8 +56,8 @@ def run_snakemake(smk) -> None:
 
 
 def _export_for_rule(smk) -> None:
-    from stereo3d.export.da3 import export_da3
-    from stereo3d.export.report import validation_path
+    from stereo3d.models.da3.export import export_da3
+    from stereo3d.models.validation import validation_path
 
     params = smk.params
     out = Path(smk.output.onnx)
@@ -59,9 +65,15 @@ def _export_for_rule(smk) -> None:
     if "validation" in smk.output.keys() and Path(smk.output.validation) != validation_path(out):
         raise ValueError(f"output.validation must be {validation_path(out)}, got {smk.output.validation}")
     export_da3(
-        weights=smk.input.weights, out_path=out, variant=params.variant, size=int(params.size),
-        contract=params.contract, opset=int(params.get("opset", 18)), device=params.get("device", "cpu"),
-        validate=bool(params.get("validate", True)), fail_rel_mean_err=params.get("fail_rel_mean_err"),
+        weights=smk.input.weights,
+        out_path=out,
+        variant=params.model["variant"],
+        size=int(params.model["size"]),
+        contract=params.model["contract"],
+        opset=int(params.get("opset", 18)),
+        device=params.get("device", "cpu"),
+        validate=bool(params.get("validate", True)),
+        fail_rel_mean_err=params.get("fail_rel_mean_err"),
         exporter=params.get("exporter", "dynamo"),
     )
 
@@ -75,12 +87,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=518, help="fixed square input side, a multiple of 14")
     p.add_argument("--opset", type=int, default=18)
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N], used for tracing")
-    p.add_argument("--validate", action=argparse.BooleanOptionalAction, default=True,
-                   help="compare ONNX Runtime (CPU) with PyTorch at batch 1 and 2")
-    p.add_argument("--fold-preprocess", action="store_true",
-                   help="uint8 NHWC RGB input, ImageNet normalisation inside the graph (file name gets _u8)")
-    p.add_argument("--fail-rel-mean-err", type=float, default=None,
-                   help="fail when ONNX vs PyTorch relative mean error exceeds this (default: warn above 1e-2)")
+    p.add_argument(
+        "--validate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compare ONNX Runtime (CPU) with PyTorch at batch 1 and 2",
+    )
+    p.add_argument(
+        "--fold-preprocess",
+        action="store_true",
+        help="uint8 NHWC RGB input, ImageNet normalisation inside the graph (file name gets _u8)",
+    )
+    p.add_argument(
+        "--fail-rel-mean-err",
+        type=float,
+        default=None,
+        help="fail when ONNX vs PyTorch relative mean error exceeds this (default: warn above 1e-2)",
+    )
     p.add_argument("--exporter", choices=["dynamo", "legacy"], default="dynamo")
     return p
 

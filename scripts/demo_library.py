@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from stereo3d.samples import make_demo_library
-from stereo3d.scripting import run_guarded, setup_logging
+from stereo3d.demo.samples import make_demo_library
+from stereo3d.workflow.scripting import run_guarded, setup_logging
 
 
 def main():

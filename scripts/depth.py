@@ -1,9 +1,10 @@
-"""Raw DA3 depth of one video (rule depth)."""
+"""Raw DA3 depth of one segment (rule depth)."""
 
 import json
 
-from stereo3d.depth import estimate_depth
-from stereo3d.scripting import run_guarded, session_options, setup_logging
+from stereo3d.stages.depth import estimate_depth
+from stereo3d.workflow.keys import parse_depth_key
+from stereo3d.workflow.scripting import run_guarded, session_options, setup_logging
 
 
 def main():
@@ -14,10 +15,12 @@ def main():
         probe=probe,
         model=snakemake.input.model,
         out=snakemake.output.maps,
-        fit=snakemake.wildcards.fit,
+        fit=parse_depth_key(snakemake.wildcards.dkey)["fit"],
         # Batch and runtime are speed settings: read from config, not params, so they trigger no rerun.
         batch=snakemake.config["da3"]["batch"],
-        options=session_options(snakemake.config["runtime"], gpu_mem_limit=False),
+        options=session_options(
+            snakemake.config["runtime"], gpu_mem_limit=False, models_dir=snakemake.config["paths"]["models"]
+        ),
         start=start,
         count=end - start,
     )

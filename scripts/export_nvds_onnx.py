@@ -3,7 +3,7 @@
 Command line (the seed's options):
     python scripts/export_nvds_onnx.py --split --width 512 --height 288 --checkpoint weights/NVDS/NVDS_Stabilizer.pth
 
-From Snakemake (``script:``): input.checkpoint; output: the ONNX file(s); params: width, height,
+From Snakemake (``script:``): input.checkpoint; output: the ONNX file(s); params: tier (width, height),
 mode ("split"/"monolith"), opset, fail_max_abs_err (optional), dynamic_batch (optional); log[0].
 """
 
@@ -35,10 +35,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.split and (args.output or args.dynamic_batch):
         parser.error("--output and --dynamic-batch apply to the monolithic export only")
     try:
-        paths = run(args.checkpoint, args.out_dir, args.width, args.height, "split" if args.split else "monolith",
-                    opset=args.opset, device=args.device, dynamic_batch=args.dynamic_batch,
-                    ort_check=not args.skip_ort_check, fail_max_abs_err=args.fail_max_abs_err, tiny=args.tiny,
-                    monolith_path=args.output, source_root=args.source_root)
+        paths = run(
+            args.checkpoint,
+            args.out_dir,
+            args.width,
+            args.height,
+            "split" if args.split else "monolith",
+            opset=args.opset,
+            device=args.device,
+            dynamic_batch=args.dynamic_batch,
+            ort_check=not args.skip_ort_check,
+            fail_max_abs_err=args.fail_max_abs_err,
+            tiny=args.tiny,
+            monolith_path=args.output,
+            source_root=args.source_root,
+        )
     except StereoError as exc:
         logging.getLogger("export_nvds_onnx").error("%s", exc)
         return 1
@@ -49,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(checkpoint, out_dir, width, height, mode, tiny=False, **kwargs) -> list[Path]:
     """One call into the package (torch is imported only here, after the arguments are checked)."""
-    from stereo3d.nvds.export import check_tier, export_nvds
-    from stereo3d.nvds.model import NvdsConfig
+    from stereo3d.models.nvds.export import check_tier, export_nvds
+    from stereo3d.models.nvds.model import NvdsConfig
 
     check_tier(width, height)
     config = NvdsConfig.tiny() if tiny else NvdsConfig()
@@ -58,7 +69,7 @@ def run(checkpoint, out_dir, width, height, mode, tiny=False, **kwargs) -> list[
 
 
 def _snakemake_main(smk) -> None:
-    from stereo3d.scripting import run_guarded, setup_logging
+    from stereo3d.workflow.scripting import run_guarded, setup_logging
 
     setup_logging(smk.log[0])
     run_guarded(lambda: _snakemake_export(smk))
@@ -69,10 +80,20 @@ def _snakemake_export(smk) -> None:
     mode = params.get("mode", "split")
     outputs = [Path(p) for p in smk.output if str(p).endswith(".onnx")]  # the validation JSONs sit beside them
     monolith = outputs[0] if mode == "monolith" and outputs else None
-    run(smk.input.checkpoint, outputs[0].parent, int(params.width), int(params.height), mode,
-        tiny=bool(params.get("tiny", False)), opset=int(params.get("opset", 17)),
-        device=params.get("device", "cpu"), dynamic_batch=bool(params.get("dynamic_batch", False)),
-        fail_max_abs_err=params.get("fail_max_abs_err"), monolith_path=monolith)
+    width, height = (int(side) for side in params.tier)
+    run(
+        smk.input.checkpoint,
+        outputs[0].parent,
+        width,
+        height,
+        mode,
+        tiny=bool(params.get("tiny", False)),
+        opset=int(params.get("opset", 17)),
+        device=params.get("device", "cpu"),
+        dynamic_batch=bool(params.get("dynamic_batch", False)),
+        fail_max_abs_err=params.get("fail_max_abs_err"),
+        monolith_path=monolith,
+    )
 
 
 if "snakemake" in globals():

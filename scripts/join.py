@@ -3,18 +3,26 @@
 import json
 import logging
 
-from stereo3d.join import join_segments
-from stereo3d.scripting import run_guarded, setup_logging
+from stereo3d.stages.join import join_segments
+from stereo3d.workflow.scripting import run_guarded, setup_logging
 
 
 def main():
     probe = json.loads(open(snakemake.input.probe).read())
-    join_segments(list(snakemake.input.segments), list(snakemake.params.starts), snakemake.input.source,
-                  snakemake.output[0], probe)
+    join_segments(
+        list(snakemake.input.segments),
+        list(snakemake.params.starts),
+        snakemake.input.source,
+        snakemake.output[0],
+        probe,
+    )
     v = probe["video"]
     logging.getLogger("stereo3d").info(
         "done: %s (%d frames at %.3f fps) -> %s",
-        snakemake.input.source, v["frame_count"], v["fps"], snakemake.output[0],
+        snakemake.input.source,
+        v["frame_count"],
+        v["fps"],
+        snakemake.output[0],
     )
 
 

@@ -1,10 +1,10 @@
-"""Stereo rendering and encoding of one video (rule render)."""
+"""Stereo rendering and encoding of one segment (rule render)."""
 
 import json
 
-from stereo3d.convert import EncodeSettings, render_video
-from stereo3d.render import StereoSettings, set_render_threads
-from stereo3d.scripting import run_guarded, setup_logging
+from stereo3d.stages.render import EncodeSettings, render_video
+from stereo3d.stereo.warp import StereoSettings, set_render_threads
+from stereo3d.workflow.scripting import run_guarded, setup_logging
 
 
 def main():
@@ -15,23 +15,9 @@ def main():
         probe=json.loads(open(snakemake.input.probe).read()),
         near=snakemake.input.near,
         out=snakemake.output.video,
-        stereo=StereoSettings(
-            divergence_pct=s["divergence_pct"],
-            convergence=s["convergence"],
-            edge_dilate_px=s["edge_dilate_px"],
-            ipd_offset_pct=s["ipd_offset_pct"],
-            border_taper_pct=s["border_taper_pct"],
-            original_eye=s["original_eye"],
-        ),
+        stereo=StereoSettings.from_config(s),
         layout=s["layout"],
-        encode=EncodeSettings(
-            codec=s["codec"],
-            crf=s["crf"],
-            preset=s["preset"],
-            pix_fmt=s["pix_fmt"],
-            deep_codec=s["deep_codec"],
-            stereo_signal=s["stereo_signal"],
-        ),
+        encode=EncodeSettings.from_config(s),
         fov_deg=s["vr180_fov_deg"],
         eye_px=s["vr180_eye_px"],
     )

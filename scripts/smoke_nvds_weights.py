@@ -2,9 +2,9 @@
 
 import logging
 
-from stereo3d.nvds.checkpoint import write_smoke_checkpoint
-from stereo3d.nvds.model import NvdsConfig
-from stereo3d.scripting import run_guarded, setup_logging
+from stereo3d.demo.smoke import write_smoke_checkpoint
+from stereo3d.models.nvds.model import NvdsConfig
+from stereo3d.workflow.scripting import run_guarded, setup_logging
 
 
 def main():
@@ -12,7 +12,8 @@ def main():
     write_smoke_checkpoint(snakemake.output[0], config=config, seed=0)
     logging.getLogger("stereo3d").warning(
         "SMOKE NVDS checkpoint written to %s: random, so its stabilised depth is meaningless. "
-        "Place the real NVDS_Stabilizer.pth there for real stabilisation.", snakemake.output[0]
+        "Place the real NVDS_Stabilizer.pth there for real stabilisation.",
+        snakemake.output[0],
     )
 
 

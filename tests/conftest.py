@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny generated videos (stereo3d.samples) in each test's temporary folder."""
+"""Shared fixtures: tiny generated videos (stereo3d.demo.samples) in each test's temporary folder."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from stereo3d import samples
+from stereo3d.demo import samples
 
 
 @pytest.fixture
 def make_clip(tmp_path):
     """Factory: ``make_clip("name.mp4", **options)`` writes a clip into the test's tmp folder and returns its path.
 
-    Options are those of ``stereo3d.samples.make_clip`` (width, height, frames, fps, audio, subtitles, pattern,
+    Options are those of ``stereo3d.demo.samples.make_clip`` (width, height, frames, fps, audio, subtitles, pattern,
     codec, pix_fmt, extra, vfr, rotation). A name with folders creates them.
     """
 

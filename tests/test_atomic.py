@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from stereo3d.atomic import atomic_output
+from stereo3d.io.atomic import atomic_output
 
 
 def test_a_killed_attempts_temporary_is_removed_by_the_next_write(tmp_path):

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stereo3d.config import load_schema, validate_config
 from stereo3d.errors import BadConfig
+from stereo3d.workflow.config import load_schema, validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")

@@ -11,15 +11,9 @@ import numpy as np
 import pytest
 
 from stereo3d.errors import BadConfig
-from stereo3d.export.da3 import (
-    CONTRACTS,
-    VARIANTS,
-    da3_onnx_name,
-    export_da3,
-    normalise_image,
-    parse_da3_onnx_name,
-)
-from stereo3d.export.report import read_metadata, validation_path
+from stereo3d.models.da3.export import da3_onnx_name, export_da3, parse_da3_onnx_name
+from stereo3d.models.da3.model import CONTRACTS, VARIANTS, normalise_image
+from stereo3d.models.validation import read_metadata, validation_path
 
 SIZE = 140
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "da3_to_onnx.py"
@@ -33,7 +27,7 @@ def _needs_export_stack():
 @pytest.fixture(scope="module")
 def smoke_weights(tmp_path_factory):
     _needs_export_stack()
-    from stereo3d.export.da3 import write_smoke_weights
+    from stereo3d.demo.smoke import write_smoke_weights
 
     return write_smoke_weights(tmp_path_factory.mktemp("weights") / "Small" / "model.safetensors", "small")
 
@@ -50,7 +44,7 @@ def exported(smoke_weights, tmp_path_factory):
 
 
 def _session(path):
-    from stereo3d.runtime import SessionOptions, open_session
+    from stereo3d.runtime.sessions import SessionOptions, open_session
 
     return open_session(path, SessionOptions(providers=("cpu",)))
 
@@ -66,20 +60,23 @@ def _rel(a, b):
 # -- names -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("args", "name"), [
-    (("small", 518, "float"), "da3_small.onnx"),
-    (("base", 518, "float"), "da3_base.onnx"),
-    (("small", 280, "float"), "da3_small_280.onnx"),
-    (("small", 518, "uint8"), "da3_small_u8.onnx"),
-    (("base", 280, "uint8"), "da3_base_280_u8.onnx"),
-])
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (("small", 518, "float"), "da3_small.onnx"),
+        (("base", 518, "float"), "da3_base.onnx"),
+        (("small", 280, "float"), "da3_small_280.onnx"),
+        (("small", 518, "uint8"), "da3_small_u8.onnx"),
+        (("base", 280, "uint8"), "da3_base_280_u8.onnx"),
+    ],
+)
 def test_names_follow_the_seed_and_keep_contracts_apart(args, name):
     assert da3_onnx_name(*args) == name
     assert parse_da3_onnx_name(name) == args
 
 
 def test_variants_and_contracts_are_the_workflow_names():
-    from stereo3d.export import names
+    from stereo3d.models import names
 
     assert (tuple(VARIANTS), CONTRACTS) == (names.DA3_VARIANTS, names.DA3_CONTRACTS)
 
@@ -91,8 +88,9 @@ def test_name_round_trip(variant, size, contract):
     assert parse_da3_onnx_name(da3_onnx_name(variant, size, contract)) == (variant, size, contract)
 
 
-@pytest.mark.parametrize("name", ["da3_large.onnx", "da3_small_518.onnx", "da3_small_141.onnx", "nvds.onnx",
-                                  "da3_small_u8_280.onnx"])
+@pytest.mark.parametrize(
+    "name", ["da3_large.onnx", "da3_small_518.onnx", "da3_small_141.onnx", "nvds.onnx", "da3_small_u8_280.onnx"]
+)
 def test_bad_names_are_rejected(name):
     with pytest.raises(BadConfig):
         parse_da3_onnx_name(name)
@@ -156,7 +154,7 @@ def test_smoke_depth_is_not_flat(exported):
 
 @pytest.mark.parametrize("contract", CONTRACTS)
 def test_metadata_states_the_contract(exported, contract, smoke_weights):
-    from stereo3d.export.report import sha256_file
+    from stereo3d.models.validation import sha256_file
 
     meta = read_metadata(exported[contract][0])
     assert meta["stereo3d.model"] == "da3"
@@ -174,8 +172,21 @@ def test_validation_json_sits_beside_the_model(exported):
     path, report = exported["uint8"]
     on_disk = json.loads(validation_path(path).read_text())
     assert on_disk == json.loads(json.dumps(report))
-    for key in ("output_shape", "max_abs_err", "mean_abs_err", "rel_mean_err", "providers", "opset", "exporter",
-                "variant", "size", "contract", "weights_sha256", "export_seconds", "file_bytes"):
+    for key in (
+        "output_shape",
+        "max_abs_err",
+        "mean_abs_err",
+        "rel_mean_err",
+        "providers",
+        "opset",
+        "exporter",
+        "variant",
+        "size",
+        "contract",
+        "weights_sha256",
+        "export_seconds",
+        "file_bytes",
+    ):
         assert key in on_disk, key
     assert on_disk["providers"] == ["CPUExecutionProvider"]
     assert on_disk["file_bytes"] == path.stat().st_size
@@ -194,7 +205,7 @@ def test_export_patches_are_undone():
     _needs_export_stack()
     from depth_anything_3.model.dinov2.layers import rope
 
-    from stereo3d.export.da3 import export_patches
+    from stereo3d.models.da3.model import export_patches
 
     before = rope.PositionGetter.__call__, rope.RotaryPositionEmbedding2D.forward
     with export_patches():
@@ -206,7 +217,7 @@ def test_patched_rope_path_matches_upstream():
     _needs_export_stack()
     import torch
 
-    from stereo3d.export.da3 import build_da3, depth_module, export_patches
+    from stereo3d.models.da3.model import build_da3, depth_module, export_patches
 
     torch.manual_seed(0)
     net = build_da3("small")
@@ -232,7 +243,7 @@ def _load_script():
 
 @pytest.fixture
 def recorded_exports(monkeypatch):
-    import stereo3d.export.da3 as da3
+    import stereo3d.models.da3.export as da3
 
     calls = []
     monkeypatch.setattr(da3, "export_da3", lambda **kwargs: calls.append(kwargs) or {})
@@ -240,14 +251,33 @@ def recorded_exports(monkeypatch):
 
 
 def test_cli_maps_seed_options(recorded_exports, tmp_path):
-    rc = _load_script().main(["--variant", "both", "--src-root", str(tmp_path), "--out-dir", "out", "--size", "280",
-                              "--fold-preprocess", "--no-validate", "--fail-rel-mean-err", "1e-3"])
+    rc = _load_script().main(
+        [
+            "--variant",
+            "both",
+            "--src-root",
+            str(tmp_path),
+            "--out-dir",
+            "out",
+            "--size",
+            "280",
+            "--fold-preprocess",
+            "--no-validate",
+            "--fail-rel-mean-err",
+            "1e-3",
+        ]
+    )
     assert rc == 0
-    assert [(c["variant"], Path(c["weights"]).relative_to(tmp_path).as_posix(), Path(c["out_path"]).as_posix())
-            for c in recorded_exports] == [("small", "Small/model.safetensors", "out/da3_small_280_u8.onnx"),
-                                           ("base", "Base/model.safetensors", "out/da3_base_280_u8.onnx")]
+    assert [
+        (c["variant"], Path(c["weights"]).relative_to(tmp_path).as_posix(), Path(c["out_path"]).as_posix())
+        for c in recorded_exports
+    ] == [
+        ("small", "Small/model.safetensors", "out/da3_small_280_u8.onnx"),
+        ("base", "Base/model.safetensors", "out/da3_base_280_u8.onnx"),
+    ]
     assert {(c["contract"], c["validate"], c["fail_rel_mean_err"], c["size"]) for c in recorded_exports} == {
-        ("uint8", False, 1e-3, 280)}
+        ("uint8", False, 1e-3, 280)
+    }
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path, caplog):
@@ -282,15 +312,31 @@ def test_snakemake_adapter_passes_params(recorded_exports, tmp_path, restore_log
     smk = SimpleNamespace(
         input=Named(weights="w/Small/model.safetensors"),
         output=Named(onnx=str(onnx), validation=str(onnx) + ".validation.json"),
-        params=Named(variant="small", size=140, contract="uint8", opset=18, validate=True, fail_rel_mean_err=0.01,
-                     exporter="dynamo"),
+        params=Named(
+            model={"variant": "small", "size": 140, "contract": "uint8"},
+            opset=18,
+            validate=True,
+            fail_rel_mean_err=0.01,
+            exporter="dynamo",
+        ),
         log=[str(tmp_path / "export.log")],
     )
     _load_script().run_snakemake(smk)
     assert (tmp_path / "export.log").is_file()
-    assert recorded_exports == [dict(weights="w/Small/model.safetensors", out_path=onnx, variant="small", size=140,
-                                     contract="uint8", opset=18, device="cpu", validate=True, fail_rel_mean_err=0.01,
-                                     exporter="dynamo")]
+    assert recorded_exports == [
+        dict(
+            weights="w/Small/model.safetensors",
+            out_path=onnx,
+            variant="small",
+            size=140,
+            contract="uint8",
+            opset=18,
+            device="cpu",
+            validate=True,
+            fail_rel_mean_err=0.01,
+            exporter="dynamo",
+        )
+    ]
 
 
 def test_legacy_exporter_also_gives_static_output_dims(smoke_weights, tmp_path):
@@ -306,7 +352,7 @@ def test_legacy_exporter_also_gives_static_output_dims(smoke_weights, tmp_path):
 def test_mismatch_above_the_limit_leaves_no_model(exported, smoke_weights, tmp_path, monkeypatch):
     import onnx
 
-    import stereo3d.export.da3 as da3
+    import stereo3d.models.da3.export as da3
     from stereo3d.errors import ExportMismatch
 
     # Reuse the fixture's graph instead of exporting again: only the validation outcome matters here.

@@ -11,14 +11,10 @@ import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
+from stereo3d.demo.smoke import write_smoke_weights  # noqa: E402
 from stereo3d.errors import BadWeights  # noqa: E402
-from stereo3d.export.da3 import (  # noqa: E402
-    ALIAS_KEYS,
-    build_da3,
-    is_smoke_weights,
-    load_da3_weights,
-    write_smoke_weights,
-)
+from stereo3d.models.da3.checkpoint import ALIAS_KEYS, is_smoke_weights, load_da3_weights  # noqa: E402
+from stereo3d.models.da3.model import build_da3  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stereo3d.convert import EncodeSettings, choose_encoder, render_video
-from stereo3d.ffmpeg import ffmpeg_url, run_ffmpeg
-from stereo3d.join import join_segments
-from stereo3d.layouts import LAYOUTS, output_size
-from stereo3d.mapstore import write_maps
-from stereo3d.probe import probe_video
-from stereo3d.render import StereoSettings
-from stereo3d.video import FrameReader, VideoEncoder, mux_with_source, resolve_codec
+from stereo3d.io.decode import FrameReader
+from stereo3d.io.encode import VideoEncoder, resolve_codec
+from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.io.mapstore import write_maps
+from stereo3d.io.mux import mux_with_source
+from stereo3d.io.probe import probe_video
+from stereo3d.stages.join import join_segments
+from stereo3d.stages.render import EncodeSettings, choose_encoder, render_video
+from stereo3d.stereo.layouts import LAYOUTS, output_size
+from stereo3d.stereo.warp import StereoSettings
 
 FAST = EncodeSettings(preset="ultrafast")
 STEREO = StereoSettings(divergence_pct=4.0, convergence=0.5, edge_dilate_px=1)
@@ -203,7 +205,7 @@ def test_deep_codec_replaces_h264_for_ten_bit_sources_unless_told_to_keep_it():
 
 
 def test_nvenc_is_used_only_where_it_encodes_else_a_warning_and_software(caplog):
-    with caplog.at_level(logging.WARNING, logger="stereo3d.video"):
+    with caplog.at_level(logging.WARNING, logger="stereo3d.io.encode"):
         codec = resolve_codec("hevc_nvenc", "yuv420p10le")
     if codec == "libx265":
         assert "hevc_nvenc is not available here" in caplog.text

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from stereo3d import scripting
-from stereo3d.devices import NoDeviceFree, acquire_device
 from stereo3d.errors import BadConfig
+from stereo3d.runtime.devices import NoDeviceFree, acquire_device
+from stereo3d.workflow import scripting
 
 NO_SCHEDULER: dict = {}
 FAKE = [0, 1, 2, 3, 5]  # ids the fake machine "has"
@@ -122,9 +122,15 @@ def test_configured_devices_the_machine_lacks_are_skipped_or_refused(tmp_path):
 def test_session_options_keeps_the_lease_for_the_process(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(scripting, "_LEASE", None)
-    monkeypatch.setattr("stereo3d.devices.nvidia_devices", lambda: [0, 1])
-    runtime = {"providers": ["cuda", "cpu"], "threads": 0, "gpu_mem_limit_mb": 1024, "gpus": [1, 0],
-               "gpu_jobs_per_device": 1, "gpu_lock_dir": str(tmp_path)}
+    monkeypatch.setattr("stereo3d.runtime.devices.nvidia_devices", lambda: [0, 1])
+    runtime = {
+        "providers": ["cuda", "cpu"],
+        "threads": 0,
+        "gpu_mem_limit_mb": 1024,
+        "gpus": [1, 0],
+        "gpu_jobs_per_device": 1,
+        "gpu_lock_dir": str(tmp_path),
+    }
     options = scripting.session_options(runtime)
     again = scripting.session_options(runtime)
     assert options.device_id == again.device_id == 1

@@ -15,13 +15,13 @@ import subprocess
 import time
 from pathlib import Path
 
+import corpus
 import pytest
-from corpus import PARTIAL, checksums, exported_workdir, snakemake, snakemake_cmd, stray_files, write_config
+from harness import PARTIAL, checksums, exported_workdir, snakemake, snakemake_cmd, stray_files, write_config
 
-from stereo3d import corpus
-from stereo3d.library import video_id
-from stereo3d.probe import probe_video
-from stereo3d.samples import make_clip
+from stereo3d.demo.samples import make_clip
+from stereo3d.io.probe import probe_video
+from stereo3d.workflow.library import video_id
 
 KILLS = int(os.environ.get("STEREO3D_KILLS", "2"))
 NAMES = (corpus.HOSTILE_NAME, "-starts with a dash.mkv", "tone.mp4")
@@ -48,8 +48,13 @@ def baseline(tmp_path_factory):
     started = time.monotonic()
     done = subprocess.run(snakemake_cmd(workdir), cwd=cwd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-6000:]
-    return {"workdir": workdir, "cwd": cwd, "before": before, "seconds": time.monotonic() - started,
-            "results": results_of(workdir)}
+    return {
+        "workdir": workdir,
+        "cwd": cwd,
+        "before": before,
+        "seconds": time.monotonic() - started,
+        "results": results_of(workdir),
+    }
 
 
 def test_every_hostile_name_converts_to_its_own_result(baseline):
@@ -89,8 +94,12 @@ def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, t
     write_config(workdir)
     reference = {k.replace("faults-baseline", ""): v for k, v in baseline["results"].items()}
     for n in range(KILLS):
-        proc = subprocess.Popen(snakemake_cmd(workdir, "--rerun-incomplete"), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            snakemake_cmd(workdir, "--rerun-incomplete"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout=rng.uniform(1.0, max(2.0, 0.8 * baseline["seconds"])))
         except subprocess.TimeoutExpired:
@@ -133,7 +142,8 @@ def test_a_full_disk_under_results_fails_in_one_line_and_leaves_no_corrupt_file(
         assert run.returncode != 0
         lines = [line for line in run.stderr.splitlines() if "ERROR stereo3d:" in line]
         assert lines == [lines[0]] * len(lines) and lines[0].endswith(
-            "error: results/clip/clip_LRF_Full_SBS.mp4: cannot write the result: No space left on device"), lines
+            "error: results/clip/clip_LRF_Full_SBS.mp4: cannot write the result: No space left on device"
+        ), lines
         assert sorted(p.name for p in results.rglob("*") if p.is_file()) == ["filler"]
         assert not [p for p in results.rglob(f"*{PARTIAL}*")]
         # Space again: the rerun finishes what is missing.

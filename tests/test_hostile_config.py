@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from corpus import snakemake, write_config
+from harness import snakemake, write_config
 
-from stereo3d.config import load_schema, validate_config
+from stereo3d.demo.samples import make_clip
 from stereo3d.errors import BadConfig
-from stereo3d.samples import make_clip
+from stereo3d.workflow.config import load_schema, validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")

@@ -1,6 +1,6 @@
 """A library full of hostile videos: each converts correctly, or fails alone in one line naming file and cause.
 
-One Snakemake run with ``--keep-going`` over the whole corpus (stereo3d.corpus); the cases are then checked one
+One Snakemake run with ``--keep-going`` over the whole corpus (tests/corpus.py); the cases are then checked one
 by one against what the corpus says the workflow does with them.
 """
 
@@ -10,14 +10,14 @@ import json
 import re
 from pathlib import Path
 
+import corpus
 import pytest
-from corpus import PARTIAL, exported_workdir, snakemake, stray_files, write_config
+from harness import PARTIAL, exported_workdir, snakemake, stray_files, write_config
 
-from stereo3d import corpus
 from stereo3d.errors import BadVideo
-from stereo3d.library import discover, video_id
-from stereo3d.probe import probe_video
-from stereo3d.video import FrameReader
+from stereo3d.io.decode import FrameReader
+from stereo3d.io.probe import probe_video
+from stereo3d.workflow.library import discover, video_id
 
 CONVERTS = [c for c in corpus.VIDEO_CASES if c.expect == "converts"]
 FAILS = [c for c in corpus.VIDEO_CASES if c.expect and c.expect != "converts"]
@@ -110,7 +110,7 @@ def test_a_rerun_retries_only_the_failed_videos(library):
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", scheduled, re.MULTILINE))
     # Only the failed probes again (their joins wait on the segment checkpoint); nothing of the good videos.
     assert counts["probe"] == str(len(FAILS)), scheduled
-    assert not {"depth", "ema_plan", "near_maps", "render", "export_da3"} & set(counts), scheduled
+    assert not {"depth", "near_plan", "near_maps", "render", "export_da3"} & set(counts), scheduled
 
 
 # --- the same cases at the library level (no Snakemake) -------------------------------------------
@@ -131,9 +131,9 @@ def test_an_8k_header_is_probed_without_decoding_the_video(tmp_path):
 
 def test_an_output_wider_than_the_encoders_allow_is_refused_before_decoding(tmp_path):
     """A 16K-wide full SBS (from an 8K+ source) fails in one line naming the layout to choose instead."""
-    from stereo3d.convert import render_video
-    from stereo3d.mapstore import write_maps
-    from stereo3d.render import StereoSettings
+    from stereo3d.io.mapstore import write_maps
+    from stereo3d.stages.render import render_video
+    from stereo3d.stereo.warp import StereoSettings
 
     near = tmp_path / "near.maps"
     import numpy as np
@@ -166,8 +166,8 @@ def test_probe_json_of_every_good_case_is_plain_json(tmp_path):
 
 def test_nvds_converts_videos_shorter_than_its_window(tmp_path_factory):
     """NVDS looks at 4 frames: one frame and three frames convert (the window is filled by repetition)."""
-    from stereo3d.nvds.checkpoint import write_smoke_checkpoint
-    from stereo3d.nvds.model import NvdsConfig
+    from stereo3d.demo.smoke import write_smoke_checkpoint
+    from stereo3d.models.nvds.model import NvdsConfig
 
     workdir = exported_workdir(tmp_path_factory, "hostile-nvds")
     names = ("single_frame.mp4", "three_frames.mp4", "odd_15x9.mp4")

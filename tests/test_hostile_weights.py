@@ -9,17 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from corpus import DA3_WEIGHTS, snakemake, stray_files, write_config
+from harness import DA3_WEIGHTS, snakemake, stray_files, write_config
 
 pytest.importorskip("torch")
 
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
+from stereo3d.demo.samples import make_clip  # noqa: E402
+from stereo3d.demo.smoke import write_smoke_weights  # noqa: E402
 from stereo3d.errors import BadWeights  # noqa: E402
-from stereo3d.export.da3 import check_weights_header, write_smoke_weights  # noqa: E402
-from stereo3d.nvds.checkpoint import read_state_dict  # noqa: E402
-from stereo3d.samples import make_clip  # noqa: E402
+from stereo3d.models.da3.checkpoint import check_weights_header  # noqa: E402
+from stereo3d.models.nvds.checkpoint import read_state_dict  # noqa: E402
 
 NVDS_WEIGHTS = "weights/NVDS/NVDS_Stabilizer.pth"
 

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from stereo3d import keys
-from stereo3d.layouts import (
+from stereo3d.stereo.layouts import (
     DUBOIS_LEFT,
     DUBOIS_RIGHT,
     LAYOUT_TAGS,
@@ -115,7 +114,6 @@ def test_tags_are_the_ones_players_key_on():
         "anaglyph_color": "_Anaglyph_color",
         "vr180": "_180x180_LR",
     }
-    assert keys.LAYOUT_TAGS is LAYOUT_TAGS  # the workflow's import keeps working
 
 
 def test_unknown_layout_is_refused_naming_the_valid_ones():

@@ -5,8 +5,8 @@ import re
 import pytest
 
 from stereo3d.errors import BadConfig
-from stereo3d.keys import settings_hash
-from stereo3d.library import ID_PATTERN, discover, video_id
+from stereo3d.workflow.keys import settings_hash
+from stereo3d.workflow.library import ID_PATTERN, discover, video_id
 
 
 def test_safe_names_are_their_own_id():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from stereo3d.mapstore import BadMaps, MapReader, MapWriter, write_maps
+from stereo3d.io.mapstore import BadMaps, MapReader, MapWriter, write_maps
 
 
 def smooth_maps(n=10, h=36, w=64):

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from stereo3d.near import CutDetector, ema_ranges, near_from_depth, picture_change, thumbnail
+from stereo3d.stabilisers.ema import ema_ranges
+from stereo3d.stereo.cuts import CutDetector, picture_change, thumbnail
+from stereo3d.stereo.near import near_from_depth
 
 
 def test_nearer_depth_gives_larger_near():

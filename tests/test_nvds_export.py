@@ -11,11 +11,11 @@ import onnx
 import pytest
 import torch
 
+from stereo3d.demo.smoke import write_smoke_checkpoint
 from stereo3d.errors import BadConfig
-from stereo3d.export.report import read_metadata, validation_path
-from stereo3d.nvds.checkpoint import write_smoke_checkpoint
-from stereo3d.nvds.export import FORBIDDEN_OPS, export_nvds, onnx_names, op_census
-from stereo3d.nvds.model import NvdsConfig
+from stereo3d.models.nvds.export import FORBIDDEN_OPS, export_nvds, onnx_names, op_census
+from stereo3d.models.nvds.model import NvdsConfig
+from stereo3d.models.validation import read_metadata, validation_path
 
 WIDTH, HEIGHT = 96, 64
 REPO = Path(__file__).resolve().parents[1]
@@ -100,8 +100,15 @@ def test_contract_facts_are_in_the_metadata(models):
 
 
 def test_reexport_is_byte_identical(models, tmp_path):
-    again = export_nvds(models / "NVDS_Stabilizer.pth", tmp_path, WIDTH, HEIGHT, modes=("monolith",),
-                        ort_check=False, config=NvdsConfig.tiny())
+    again = export_nvds(
+        models / "NVDS_Stabilizer.pth",
+        tmp_path,
+        WIDTH,
+        HEIGHT,
+        modes=("monolith",),
+        ort_check=False,
+        config=NvdsConfig.tiny(),
+    )
     assert again[0].read_bytes() == (models / "NVDS_Stabilizer_96x64.onnx").read_bytes()
 
 
@@ -111,21 +118,35 @@ def test_tier_sides_must_be_multiples_of_32(models, tmp_path):
 
 
 def test_cli_rejects_a_bad_tier_in_one_line():
-    result = subprocess.run([sys.executable, str(REPO / "scripts/export_nvds_onnx.py"), "--split", "--width", "500",
-                             "--height", "288", "--checkpoint", "absent.pth"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts/export_nvds_onnx.py"),
+            "--split",
+            "--width",
+            "500",
+            "--height",
+            "288",
+            "--checkpoint",
+            "absent.pth",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1
     assert "must be positive multiples of 32" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_source_root_supplies_the_reference_model(tmp_path):
-    from stereo3d.nvds.checkpoint import random_state_dict
-    from stereo3d.nvds.export import _reference_model
+    from stereo3d.demo.smoke import random_state_dict
+    from stereo3d.models.nvds.export import _reference_model
 
     (tmp_path / "full_model.py").write_text(
-        "from stereo3d.nvds.model import NVDS as _Ours, NvdsConfig\n"
+        "from stereo3d.models.nvds.model import NVDS as _Ours, NvdsConfig\n"
         "class NVDS(_Ours):\n"
         "    def __init__(self):\n"
-        "        super().__init__(NvdsConfig.tiny())\n")
+        "        super().__init__(NvdsConfig.tiny())\n"
+    )
     state = random_state_dict(NvdsConfig.tiny(), seed=0)
     ref = _reference_model(NvdsConfig.tiny(), state, tmp_path / "w.pth", tmp_path)
     assert type(ref).__module__ == "full_model" and not ref.training

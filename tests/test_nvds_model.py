@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from stereo3d.demo.smoke import random_state_dict, write_smoke_checkpoint
 from stereo3d.errors import BadWeights
-from stereo3d.nvds.checkpoint import is_smoke, load_nvds, random_state_dict, read_state_dict, write_smoke_checkpoint
-from stereo3d.nvds.model import NVDS, NvdsConfig, parameter_count
+from stereo3d.models.nvds.checkpoint import is_smoke, load_nvds, read_state_dict
+from stereo3d.models.nvds.model import NVDS, NvdsConfig, parameter_count
 
 KEYS_TSV = Path("/work/shared/specs/nvds_state_dict_keys.tsv")
 TINY = NvdsConfig.tiny()
@@ -99,7 +100,7 @@ def test_a_batch_of_windows_equals_windows_one_by_one(tiny_state):
     x = _window(32, 64, batch=2)
     with torch.no_grad():
         both = model(x)
-        singles = torch.cat([model(x[i:i + 1]) for i in range(2)])
+        singles = torch.cat([model(x[i : i + 1]) for i in range(2)])
     assert torch.allclose(both, singles, rtol=0, atol=1e-5)
 
 
@@ -148,8 +149,10 @@ def _bad_files(tmp: Path, state) -> dict[str, tuple[Path, str]]:
     fewer = OrderedDict(list(state.items())[:-4])
     fewer["extra.weight"] = torch.zeros(1)
     torch.save(fewer, tmp / "keys.pth")
-    cases["keys"] = (tmp / "keys.pth", "4 missing (edge_conv.0.weight, edge_conv.0.bias, edge_conv1.0.weight, ...); "
-                                       "1 unexpected (extra.weight)")
+    cases["keys"] = (
+        tmp / "keys.pth",
+        "4 missing (edge_conv.0.weight, edge_conv.0.bias, edge_conv1.0.weight, ...); 1 unexpected (extra.weight)",
+    )
     shaped = OrderedDict(state)
     shaped["edge_conv.0.bias"] = torch.zeros(5)
     torch.save(shaped, tmp / "shape.pth")

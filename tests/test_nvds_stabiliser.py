@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from stereo3d.errors import BadModel
-from stereo3d.nvds.stabiliser import letterbox, open_stabiliser, prepare_frame
-from stereo3d.runtime import SessionOptions
+from stereo3d.models.nvds.runtime import letterbox, open_stabiliser, prepare_frame
+from stereo3d.runtime.sessions import SessionOptions
 
 WIDTH, HEIGHT = 96, 64
 CPU = SessionOptions(providers=("cpu",), threads=1)
@@ -73,7 +73,9 @@ def test_other_aspects_are_letterboxed_and_cropped_back():
     near = np.full((90, 160), 0.75, np.float32)
     rgbd, box = prepare_frame(rgb, near, WIDTH, HEIGHT)
     assert rgbd.shape == (4, HEIGHT, WIDTH)
-    assert np.all(rgbd[:, :box.top] == 0) and np.all(rgbd[:, box.top + box.height:] == 0)  # pads: normalised 0, near 0
+    assert np.all(rgbd[:, : box.top] == 0) and np.all(
+        rgbd[:, box.top + box.height :] == 0
+    )  # pads: normalised 0, near 0
     np.testing.assert_allclose(box.crop(rgbd[3]), 0.75, atol=1e-6)
 
 
@@ -112,5 +114,5 @@ def test_tensorrt_requests_are_served_by_cuda(models, caplog):
 
 
 def test_runtime_module_does_not_import_torch():
-    code = "import sys, stereo3d.nvds.stabiliser; assert 'torch' not in sys.modules"
+    code = "import sys, stereo3d.models.nvds.runtime; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from stereo3d.preprocess import BAR_RGB, IMAGENET_MEAN, IMAGENET_STD, place, placement_for, to_model_input
+from stereo3d.models.da3.runtime import BAR_RGB, IMAGENET_MEAN, IMAGENET_STD, place, placement_for, to_model_input
 
 
 def test_letterbox_keeps_aspect_and_centres_content():

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from stereo3d import ffmpeg
 from stereo3d.errors import BadVideo
-from stereo3d.ffmpeg import ffmpeg_url, run_ffmpeg
-from stereo3d.probe import probe_video
+from stereo3d.io import ffmpeg
+from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.io.probe import probe_video
 
 HOSTILE_NAME = "my clip; $(touch pwned) `x` 'quote' \"dq\" & ünïcødé 視頻 -x.mp4"
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from stereo3d.render import StereoSettings, parallax_px, render_stereo, warp_view
+from stereo3d.stereo.warp import StereoSettings, parallax_px, render_stereo, warp_view
 
 
 def ramp_image(width=12, height=1):
@@ -150,7 +150,7 @@ def test_near_maps_of_another_size_are_resized_to_the_frame():
 
 
 def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
-    from stereo3d import render
+    from stereo3d.stereo import warp as render
 
     rng = np.random.default_rng(0)
     frame = rng.integers(0, 255, (640, 640, 3)).astype(np.uint8)  # three bands of rows: up to 3 slices a view
@@ -170,7 +170,7 @@ def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
 
 
 def splat_reference(shift_row):
-    """The warp rule of stereo3d.render, one pixel at a time: source column x lands on round(x + shift), half
+    """The warp rule of stereo3d.stereo.warp, one pixel at a time: source column x lands on round(x + shift), half
     up; it is hidden unless it lands beyond every column to its left; what it shows there is its sub-pixel
     position; unclaimed pixels take the last claimed position to their left, rounded half down to a whole
     pixel, or -1 when nothing lies to their left."""

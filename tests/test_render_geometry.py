@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stereo3d.render import StereoSettings, render_stereo
+from stereo3d.stereo.warp import StereoSettings, render_stereo
 
 WIDTH, HEIGHT = 480, 270
 Z_NEAR, Z_FAR = 2.0, 10.0

@@ -11,7 +11,7 @@ import cv2
 import pytest
 import yaml
 
-from stereo3d import samples
+from stereo3d.demo import samples
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
@@ -35,7 +35,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
 @pytest.fixture(scope="module")
 def reported(tmp_path_factory):
     """One short clip converted (DA3 at 140, EMA) through the default profile, then the report."""
-    from stereo3d.export.da3 import write_smoke_weights
+    from stereo3d.demo.smoke import write_smoke_weights
 
     workdir = tmp_path_factory.mktemp("report")
     (workdir / "videos").mkdir()

@@ -7,9 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from stereo3d import samples
-from stereo3d.probe import probe_video
-from stereo3d.video import FrameReader
+from stereo3d.demo import samples
+from stereo3d.io.decode import FrameReader
+from stereo3d.io.probe import probe_video
 
 
 def digest(path):

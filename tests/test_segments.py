@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
-from stereo3d import samples
-from stereo3d.mapstore import MapReader
-from stereo3d.probe import probe_video
+from stereo3d.demo import samples
+from stereo3d.io.mapstore import MapReader
+from stereo3d.io.probe import probe_video
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = {
@@ -31,8 +31,19 @@ BASE_CONFIG = {
 
 
 def command(workdir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
-            f"--configfile={workdir / 'test.yaml'}", "--cores", "2", *args]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        f"--configfile={workdir / 'test.yaml'}",
+        "--cores",
+        "2",
+        *args,
+    ]
 
 
 def run(workdir: Path, *args: str) -> str:
@@ -61,7 +72,8 @@ def scheduled(workdir: Path) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """DA3 Small at side 140 exported once for the module, from smoke weights (deterministic bytes)."""
-    from stereo3d.export.da3 import export_da3, write_smoke_weights
+    from stereo3d.demo.smoke import write_smoke_weights
+    from stereo3d.models.da3.export import export_da3
 
     cache = tmp_path_factory.mktemp("models")
     weights = write_smoke_weights(cache / "weights/DA3/Small/model.safetensors", "small", seed=0)
@@ -132,8 +144,9 @@ def test_a_killed_run_resumes_without_recomputing_finished_segments(tmp_path, mo
     shutil.rmtree(tmp_path / "results")
     shutil.rmtree(tmp_path / ".snakemake")
 
-    process = subprocess.Popen(command(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     depth = tmp_path / "work/long/depth"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(list(depth.glob("*/*.maps"))) < 2:
@@ -151,8 +164,8 @@ def test_a_killed_run_resumes_without_recomputing_finished_segments(tmp_path, mo
 
 
 def test_reruns_schedule_exactly_the_stages_a_setting_touches(tmp_path, models):
-    from stereo3d.nvds.checkpoint import write_smoke_checkpoint
-    from stereo3d.nvds.model import NvdsConfig
+    from stereo3d.demo.smoke import write_smoke_checkpoint
+    from stereo3d.models.nvds.model import NvdsConfig
 
     library(tmp_path, models, TWO_CLIPS)
     configure(tmp_path)
@@ -169,22 +182,36 @@ def test_reruns_schedule_exactly_the_stages_a_setting_touches(tmp_path, models):
     configure(tmp_path, stabilise={"method": "nvds", "nvds_tier": "96x64"}, export={"nvds_architecture": "tiny"})
     assert scheduled(tmp_path) == {"export_nvds_split": 1, "near_maps": segs, "render": segs, "join": 2}
     configure(tmp_path, stabilise={"ema_alpha": 0.3})
-    assert scheduled(tmp_path) == {"ema_plan": 2, "near_maps": segs, "render": segs, "join": 2}
+    assert scheduled(tmp_path) == {"near_plan": 2, "near_maps": segs, "render": segs, "join": 2}
 
     configure(tmp_path, da3={"size": 112})
-    assert scheduled(tmp_path) == {"export_da3": 1, "depth": segs, "ema_plan": 2, "near_maps": segs,
-                                   "render": segs, "join": 2}
+    assert scheduled(tmp_path) == {
+        "export_da3": 1,
+        "depth": segs,
+        "near_plan": 2,
+        "near_maps": segs,
+        "render": segs,
+        "join": 2,
+    }
     # A dry run reads only the header of the Base weights: one tensor of Base's ViT width is enough.
     from safetensors.numpy import save_file
 
-    from stereo3d.export.da3 import HUB_PREFIX, WIDTH_KEY
+    from stereo3d.models.da3.checkpoint import HUB_PREFIX, WIDTH_KEY
 
     (tmp_path / "weights/DA3/Base").mkdir()
-    save_file({HUB_PREFIX + WIDTH_KEY: np.zeros((768, 3, 14, 14), np.float16)},
-              str(tmp_path / "weights/DA3/Base/model.safetensors"))
+    save_file(
+        {HUB_PREFIX + WIDTH_KEY: np.zeros((768, 3, 14, 14), np.float16)},
+        str(tmp_path / "weights/DA3/Base/model.safetensors"),
+    )
     configure(tmp_path, da3={"variant": "base"})
-    assert scheduled(tmp_path) == {"export_da3": 1, "depth": segs, "ema_plan": 2, "near_maps": segs,
-                                   "render": segs, "join": 2}
+    assert scheduled(tmp_path) == {
+        "export_da3": 1,
+        "depth": segs,
+        "near_plan": 2,
+        "near_maps": segs,
+        "render": segs,
+        "join": 2,
+    }
 
     # A setting switched back finds its old results: no model job, only the final join.
     configure(tmp_path, render={"divergence_pct": 3.0})

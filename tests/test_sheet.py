@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from corpus import snakemake, write_config
+from harness import snakemake, write_config
 
-from stereo3d.config import load_schema, validate_config
+from stereo3d.demo.samples import make_clip
 from stereo3d.errors import BadConfig
-from stereo3d.layouts import LAYOUT_TAGS
-from stereo3d.library import video_id
-from stereo3d.samples import make_clip
-from stereo3d.sheet import per_video_settings, read_sheet
+from stereo3d.stereo.layouts import LAYOUT_TAGS
+from stereo3d.workflow.config import load_schema, validate_config
+from stereo3d.workflow.library import video_id
+from stereo3d.workflow.sheet import per_video_settings, read_sheet
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
@@ -72,13 +72,19 @@ def test_sheet_only_converts_just_the_listed_videos(tmp_path, folder, library):
 
 
 BAD = [
-    ("video\trender.divergence_pct\nbeach.mp4\tstrong\n",
-     "line 2 (beach.mp4): render.divergence_pct: 'strong' is not of type 'number'"),
-    ("video\trender.layout\nbeach.mp4\tside_by_side\n",
-     "line 2 (beach.mp4): render.layout: 'side_by_side' is not one of"),
+    (
+        "video\trender.divergence_pct\nbeach.mp4\tstrong\n",
+        "line 2 (beach.mp4): render.divergence_pct: 'strong' is not of type 'number'",
+    ),
+    (
+        "video\trender.layout\nbeach.mp4\tside_by_side\n",
+        "line 2 (beach.mp4): render.layout: 'side_by_side' is not one of",
+    ),
     ("video\tda3.size\nbeach.mp4\t500\n", "line 2 (beach.mp4): da3.size: 500 is not a multiple of 14"),
-    ("video\trender.divergense_pct\nbeach.mp4\t3\n",
-     "column 'render.divergense_pct' is not a per-video setting (did you mean render.divergence_pct?)"),
+    (
+        "video\trender.divergense_pct\nbeach.mp4\t3\n",
+        "column 'render.divergense_pct' is not a per-video setting (did you mean render.divergence_pct?)",
+    ),
     ("video\truntime.threads\nbeach.mp4\t3\n", "column 'runtime.threads' is not a per-video setting"),
     ("video\trender.layout\nholiday.mp4\thalf_sbs\n", "line 2: video 'holiday.mp4' is not in the library folder"),
     ("video\nbeach.mp4\nbeach\n", "line 3: video 'beach' is already listed on line 2"),
@@ -120,14 +126,16 @@ def test_the_workflow_refuses_a_bad_sheet_before_any_job(tmp_path):
 def test_the_sheet_decides_each_videos_output_name(tmp_path):
     from safetensors.numpy import save_file
 
-    from stereo3d.export.da3 import HUB_PREFIX, WIDTH_KEY
+    from stereo3d.models.da3.checkpoint import HUB_PREFIX, WIDTH_KEY
 
     for name in ("beach.mp4", "concert.mp4"):
         make_clip(tmp_path / "videos" / name, width=64, height=48, frames=4)
     # A dry run reads only the weights' header: one tensor of Small's ViT width is enough.
     (tmp_path / "weights/DA3/Small").mkdir(parents=True)
-    save_file({HUB_PREFIX + WIDTH_KEY: np.zeros((384, 3, 14, 14), np.float16)},
-              str(tmp_path / "weights/DA3/Small/model.safetensors"))
+    save_file(
+        {HUB_PREFIX + WIDTH_KEY: np.zeros((384, 3, 14, 14), np.float16)},
+        str(tmp_path / "weights/DA3/Small/model.safetensors"),
+    )
     (tmp_path / "videos.csv").write_text("video,render.layout\nconcert.mp4,anaglyph_dubois\n")
     write_config(tmp_path, library={"folder": "videos", "sheet": "videos.csv"})
     plan = snakemake(tmp_path, "-n", "all").stdout

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from stereo3d.errors import BadVideo
-from stereo3d.ffmpeg import ffmpeg_url, run_ffmpeg
-from stereo3d.probe import probe_video
-from stereo3d.video import FrameReader, VideoEncoder, mux_with_source, read_batches
+from stereo3d.io.decode import FrameReader, read_batches
+from stereo3d.io.encode import VideoEncoder
+from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.io.mux import mux_with_source
+from stereo3d.io.probe import probe_video
 
 HOSTILE_NAME = "a clip; $(touch pwned) `x` 'q' \"dq\" & ünï 視頻 -x"
 

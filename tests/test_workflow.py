@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stereo3d import samples
-from stereo3d.probe import probe_video
+from stereo3d.demo import samples
+from stereo3d.io.probe import probe_video
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
@@ -39,7 +39,7 @@ def write_config(workdir: Path, **overrides) -> None:
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """A two-clip library (one 16:9 with audio, one 4:3 without) converted with smoke DA3 weights."""
-    from stereo3d.export.da3 import write_smoke_weights
+    from stereo3d.demo.smoke import write_smoke_weights
 
     workdir = tmp_path_factory.mktemp("library")
     videos = workdir / "videos"
@@ -106,16 +106,14 @@ def test_a_missing_library_folder_stops_before_any_job(tmp_path):
 
 def test_nvds_stabilisation_runs_in_the_workflow(tmp_path, make_clip):
     """NVDS on (tiny architecture, smoke checkpoint in the real layout): split export, stage, render."""
-    from stereo3d.export.da3 import write_smoke_weights
-    from stereo3d.mapstore import MapReader
-    from stereo3d.nvds.checkpoint import write_smoke_checkpoint
-    from stereo3d.nvds.model import NvdsConfig
+    from stereo3d.demo.smoke import write_smoke_checkpoint, write_smoke_weights
+    from stereo3d.io.mapstore import MapReader
+    from stereo3d.models.nvds.model import NvdsConfig
 
     make_clip("videos/wide.mp4", width=128, height=72, frames=6, fps="6")
     write_smoke_weights(tmp_path / "weights/DA3/Small/model.safetensors", "small", seed=0)
     write_smoke_checkpoint(tmp_path / "weights/NVDS/NVDS_Stabilizer.pth", config=NvdsConfig.tiny(), seed=0)
-    write_config(tmp_path, stabilise={"method": "nvds", "nvds_tier": "96x64"},
-                 export={"nvds_architecture": "tiny"})
+    write_config(tmp_path, stabilise={"method": "nvds", "nvds_tier": "96x64"}, export={"nvds_architecture": "tiny"})
     snakemake(tmp_path)
     out = tmp_path / "results/wide/wide_LRF_Full_SBS.mp4"
     assert probe_video(out)["video"]["frame_count"] == 6

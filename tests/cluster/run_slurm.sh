@@ -84,8 +84,8 @@ from pathlib import Path
 
 import yaml
 
-from stereo3d import samples
-from stereo3d.export.da3 import write_smoke_weights
+from stereo3d.demo import samples
+from stereo3d.demo.smoke import write_smoke_weights
 
 work = Path(sys.argv[1])
 for run in ("local", "slurm"):

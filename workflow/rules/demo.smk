@@ -1,4 +1,5 @@
 # The self-contained demo: a generated sample library and seeded smoke weights.
+from stereo3d.models.names import DA3_VARIANTS, da3_weights_folder
 
 
 # Every demo clip converted (run with --configfile demo/config.yaml).
@@ -12,22 +13,22 @@ if DEMO:
     # Seeded random DA3 weights in the real hub layout (only where no real file is placed).
     rule smoke_da3_weights:
         output:
-            f"{WEIGHTS}/DA3/{{folder}}/model.safetensors",
+            P.da3_weights,
         log:
-            f"{LOGS}/smoke_da3_weights/{{folder}}.log",
+            P.log("smoke_da3_weights", "{folder}"),
         wildcard_constraints:
-            folder="Small|Base",
+            folder="|".join(map(da3_weights_folder, DA3_VARIANTS)),
         conda:
             "../../envs/export.yaml"
         script:
-            "../../scripts/smoke_weights.py"
+            "../../scripts/smoke_da3_weights.py"
 
     # A seeded random NVDS checkpoint in the real layout (flat state dict, `module.` prefix).
     rule smoke_nvds_weights:
         output:
-            nvds_weights(),
+            P.nvds_weights,
         log:
-            f"{LOGS}/smoke_nvds_weights.log",
+            P.log("smoke_nvds_weights", "NVDS_Stabilizer"),
         conda:
             "../../envs/export.yaml"
         params:
@@ -38,9 +39,9 @@ if DEMO:
     # Short generated clips: moving content, one with an audio tone, one not 16:9.
     rule demo_library:
         output:
-            [str(path) for path in VIDEOS.values()],
+            [str(path) for path in T.videos.values()],
         log:
-            f"{LOGS}/demo_library.log",
+            P.log("demo_library", "library"),
         conda:
             "../../envs/runtime.yaml"
         script:

@@ -1,4 +1,6 @@
-# Weights → fixed-size ONNX graphs, each with a validation report beside it.
+# Weights → fixed-size ONNX graphs, each with a validation report beside it. Model and weight
+# file names come from stereo3d.models.names (through P).
+from stereo3d.models.validation import validation_path
 
 
 # DA3 depth-only export of one variant × size × contract (name carries all three).
@@ -6,20 +8,18 @@ rule export_da3:
     input:
         weights=get_da3_export_weights,
     output:
-        onnx=f"{MODELS}/DA3/{{stem}}.onnx",
-        validation=f"{MODELS}/DA3/{{stem}}.onnx.validation.json",
+        onnx=P.da3_onnx,
+        validation=str(validation_path(P.da3_onnx)),
     log:
-        f"{LOGS}/export_da3/{{stem}}.log",
+        P.log("export_da3", "{stem}"),
     benchmark:
-        f"{BENCH}/export_da3/{{stem}}.tsv"
+        P.benchmark("export_da3", "{stem}")
     conda:
         "../../envs/export.yaml"
     resources:
         mem_mb=8000,
     params:
-        variant=get_da3_variant,
-        size=get_da3_size,
-        contract=get_da3_contract,
+        model=get_da3_export,
         opset=config["export"]["da3_opset"],
         exporter=config["export"]["da3_exporter"],
         fail_rel_mean_err=config["export"]["fail_rel_mean_err"],
@@ -37,48 +37,46 @@ NVDS_EXPORT_PARAMS = dict(
 # NVDS split pair at one tier: the backbone (once per frame) and the head (per 4-frame window).
 rule export_nvds_split:
     input:
-        checkpoint=nvds_weights(),
+        checkpoint=P.nvds_weights,
     output:
-        backbone=f"{MODELS}/NVDS/NVDS_Backbone_{{tier}}.onnx",
-        head=f"{MODELS}/NVDS/NVDS_Head_{{tier}}.onnx",
-        backbone_validation=f"{MODELS}/NVDS/NVDS_Backbone_{{tier}}.onnx.validation.json",
-        head_validation=f"{MODELS}/NVDS/NVDS_Head_{{tier}}.onnx.validation.json",
+        backbone=P.nvds_onnx("backbone"),
+        head=P.nvds_onnx("head"),
+        backbone_validation=str(validation_path(P.nvds_onnx("backbone"))),
+        head_validation=str(validation_path(P.nvds_onnx("head"))),
     log:
-        f"{LOGS}/export_nvds/split_{{tier}}.log",
+        P.log("export_nvds", "split_{tier}"),
     benchmark:
-        f"{BENCH}/export_nvds/split_{{tier}}.tsv"
+        P.benchmark("export_nvds", "split_{tier}")
     conda:
         "../../envs/export.yaml"
     resources:
         mem_mb=12000,
     params:
         **NVDS_EXPORT_PARAMS,
-        width=get_tier_width,
-        height=get_tier_height,
+        tier=get_tier_size,
         mode="split",
     script:
         "../../scripts/export_nvds_onnx.py"
 
 
-# NVDS monolith at one tier: one graph over the whole 4-frame window (the fallback).
+# NVDS monolith at one tier: one graph over the whole 4-frame window.
 rule export_nvds_monolith:
     input:
-        checkpoint=nvds_weights(),
+        checkpoint=P.nvds_weights,
     output:
-        monolith=f"{MODELS}/NVDS/NVDS_Stabilizer_{{tier}}.onnx",
-        validation=f"{MODELS}/NVDS/NVDS_Stabilizer_{{tier}}.onnx.validation.json",
+        monolith=P.nvds_onnx("monolith"),
+        validation=str(validation_path(P.nvds_onnx("monolith"))),
     log:
-        f"{LOGS}/export_nvds/monolith_{{tier}}.log",
+        P.log("export_nvds", "monolith_{tier}"),
     benchmark:
-        f"{BENCH}/export_nvds/monolith_{{tier}}.tsv"
+        P.benchmark("export_nvds", "monolith_{tier}")
     conda:
         "../../envs/export.yaml"
     resources:
         mem_mb=12000,
     params:
         **NVDS_EXPORT_PARAMS,
-        width=get_tier_width,
-        height=get_tier_height,
+        tier=get_tier_size,
         mode="monolith",
     script:
         "../../scripts/export_nvds_onnx.py"

@@ -1,6 +1,4 @@
 # Quality control for `snakemake --report report.html`: per-video figures and library tables.
-# Input functions (common.smk): get_qc_depth, get_qc_near, get_qc_near_settings, get_qc_render_settings,
-# get_qc_validations, get_qc_stats, get_final_outputs.
 
 
 # Contact sheet, flicker and parallax/comfort figures of one video, and their numbers (stats.json).
@@ -8,35 +6,35 @@ rule qc_video:
     input:
         source=get_source,
         probe=rules.probe.output.json,
-        depth=get_qc_depth,
+        depth=get_depth_segments,
         near=get_qc_near,
     output:
         contact_sheet=report(
-            f"{WORK}/{{video}}/qc/contact_sheet.png",
+            fill(P.qc_video, video="{video}", name="contact_sheet.png"),
             caption="../report/contact_sheet.rst",
             category="Videos",
             subcategory="{video}",
             labels={"video": "{video}", "figure": "contact sheet"},
         ),
         flicker=report(
-            f"{WORK}/{{video}}/qc/flicker.png",
+            fill(P.qc_video, video="{video}", name="flicker.png"),
             caption="../report/flicker.rst",
             category="Videos",
             subcategory="{video}",
             labels={"video": "{video}", "figure": "flicker"},
         ),
         parallax=report(
-            f"{WORK}/{{video}}/qc/parallax.png",
+            fill(P.qc_video, video="{video}", name="parallax.png"),
             caption="../report/parallax.rst",
             category="Videos",
             subcategory="{video}",
             labels={"video": "{video}", "figure": "parallax and comfort"},
         ),
-        stats=f"{WORK}/{{video}}/qc/stats.json",
+        stats=fill(P.qc_video, video="{video}", name="stats.json"),
     log:
-        f"{LOGS}/qc_video/{{video}}.log",
+        P.log("qc_video", "{video}"),
     benchmark:
-        f"{BENCH}/qc_video/{{video}}.tsv"
+        P.benchmark("qc_video", "{video}")
     conda:
         "../../envs/runtime.yaml"
     resources:
@@ -48,52 +46,52 @@ rule qc_video:
         rows=config["report"]["contact_sheet_rows"],
         tile_width=config["report"]["preview_width_px"],
     script:
-        "../../scripts/report_video.py"
+        "../../scripts/qc_video.py"
 
 
 # The validation reports of every export the library uses, as one table.
 rule qc_exports:
     input:
-        validations=get_qc_validations,
+        validations=T.qc_validations(),
     output:
         table=report(
-            f"{WORK}/qc/exports.html",
+            fill(P.qc_library, name="exports.html"),
             caption="../report/exports.rst",
             category="Library",
             labels={"table": "export validation"},
         ),
     log:
-        f"{LOGS}/qc_exports.log",
+        P.log("qc_exports", "library"),
     conda:
         "../../envs/runtime.yaml"
     script:
-        "../../scripts/report_exports.py"
+        "../../scripts/qc_exports.py"
 
 
 # Per-video QC numbers and the rules' benchmarks, once every video is finished.
 rule qc_library:
     input:
-        stats=get_qc_stats,
-        finished=get_final_outputs(),
+        stats=T.qc_stats(),
+        finished=T.results(),
     output:
         videos=report(
-            f"{WORK}/qc/videos.html",
+            fill(P.qc_library, name="videos.html"),
             caption="../report/videos.rst",
             category="Library",
             labels={"table": "videos: flicker and comfort"},
         ),
         benchmarks=report(
-            f"{WORK}/qc/benchmarks.html",
+            fill(P.qc_library, name="benchmarks.html"),
             caption="../report/benchmarks.rst",
             category="Library",
             labels={"table": "benchmarks"},
         ),
-        benchmarks_csv=f"{WORK}/qc/benchmarks.csv",
+        benchmarks_csv=fill(P.qc_library, name="benchmarks.csv"),
     log:
-        f"{LOGS}/qc_library.log",
+        P.log("qc_library", "library"),
     conda:
         "../../envs/runtime.yaml"
     params:
-        benchmarks=BENCH,
+        benchmarks=P.benchmarks,
     script:
-        "../../scripts/report_library.py"
+        "../../scripts/qc_library.py"

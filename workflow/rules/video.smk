@@ -1,4 +1,5 @@
 # Per video: probe → per segment: depth → near maps → render + encode → join + mux.
+# Paths are the templates of stereo3d.workflow.paths (P); input functions are in common.smk.
 
 
 # Streams, frame count, exact timestamps, size, rotation and colour of one source video. A
@@ -7,29 +8,29 @@ checkpoint probe:
     input:
         source=get_source,
     output:
-        json=f"{WORK}/{{video}}/probe.json",
+        json=P.probe,
     log:
-        f"{LOGS}/probe/{{video}}.log",
+        P.log("probe", "{video}"),
     benchmark:
-        f"{BENCH}/probe/{{video}}.tsv"
+        P.benchmark("probe", "{video}")
     conda:
         "../../envs/runtime.yaml"
     script:
         "../../scripts/probe.py"
 
 
-# Raw DA3 depth of one segment (the path names variant, side, contract, fit and frame range).
+# Raw DA3 depth of one segment (the depth key names variant, side, contract and fit).
 rule depth:
     input:
         source=get_source,
         probe=rules.probe.output.json,
         model=get_da3_model,
     output:
-        maps=f"{WORK}/{{video}}/depth/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}/{{seg}}.maps",
+        maps=P.depth,
     log:
-        f"{LOGS}/depth/{{video}}/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}/{{seg}}.log",
+        P.log("depth", "{video}/{dkey}/{seg}"),
     benchmark:
-        f"{BENCH}/depth/{{video}}/da3_{{variant}}_{{size}}_{{contract}}_{{fit}}/{{seg}}.tsv"
+        P.benchmark("depth", "{video}/{dkey}/{seg}")
     conda:
         "../../envs/runtime.yaml"
     threads: 2
@@ -40,22 +41,22 @@ rule depth:
         "../../scripts/depth.py"
 
 
-# EMA only: normalisation ranges over the whole video, smoothed and reset at shot cuts.
-rule ema_plan:
+# A stabiliser's plan over the whole video (EMA: normalisation ranges smoothed, reset at cuts).
+rule near_plan:
     input:
-        depth=get_plan_depths,
+        depth=get_depth_segments,
     output:
-        plan=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}/plan.npz",
+        plan=P.near_plan,
     log:
-        f"{LOGS}/ema_plan/{{video}}/{{dkey}}/{{nkey}}.log",
+        P.log("near_plan", "{video}/{dkey}/{nkey}"),
     benchmark:
-        f"{BENCH}/ema_plan/{{video}}/{{dkey}}/{{nkey}}.tsv"
+        P.benchmark("near_plan", "{video}/{dkey}/{nkey}")
     conda:
         "../../envs/runtime.yaml"
     params:
         near=get_near_params,
     script:
-        "../../scripts/ema_plan.py"
+        "../../scripts/near_plan.py"
 
 
 # Near maps (larger = nearer) of one segment, stabilised over time as configured.
@@ -63,16 +64,16 @@ rule near_maps:
     input:
         source=get_source,
         probe=rules.probe.output.json,
-        depth=f"{WORK}/{{video}}/depth/{{dkey}}/{{seg}}.maps",
+        depth=P.depth,
         previous_depth=get_previous_depth,
         plan=get_near_plan,
-        nvds=get_near_models,
+        models=get_near_models,
     output:
-        maps=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.maps",
+        maps=P.near_maps,
     log:
-        f"{LOGS}/near_maps/{{video}}/{{dkey}}/{{nkey}}/{{seg}}.log",
+        P.log("near_maps", "{video}/{dkey}/{nkey}/{seg}"),
     benchmark:
-        f"{BENCH}/near_maps/{{video}}/{{dkey}}/{{nkey}}/{{seg}}.tsv"
+        P.benchmark("near_maps", "{video}/{dkey}/{nkey}/{seg}")
     conda:
         "../../envs/runtime.yaml"
     threads: 2
@@ -90,13 +91,13 @@ rule render:
     input:
         source=get_source,
         probe=rules.probe.output.json,
-        near=f"{WORK}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.maps",
+        near=P.near_maps,
     output:
-        video=f"{WORK}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mkv",
+        video=P.render,
     log:
-        f"{LOGS}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.log",
+        P.log("render", "{video}/{dkey}/{nkey}/{rkey}/{seg}"),
     benchmark:
-        f"{BENCH}/render/{{video}}/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.tsv"
+        P.benchmark("render", "{video}/{dkey}/{nkey}/{rkey}/{seg}")
     conda:
         "../../envs/runtime.yaml"
     # The renderer's row slices and the encoder share them (Snakemake lowers it to --cores).
@@ -117,11 +118,11 @@ rule join:
         source=get_source,
         probe=rules.probe.output.json,
     output:
-        f"{RESULTS}/{{video}}/{{video}}{{tag}}.mp4",
+        P.result,
     log:
-        f"{LOGS}/join/{{video}}{{tag}}.log",
+        P.log("join", "{video}{tag}"),
     benchmark:
-        f"{BENCH}/join/{{video}}{{tag}}.tsv"
+        P.benchmark("join", "{video}{tag}")
     conda:
         "../../envs/runtime.yaml"
     params:

@@ -1,0 +1,29 @@
+"""Quality-control figures of one video for the report (rule qc_video)."""
+
+import json
+
+from stereo3d.qc.report import video_report
+from stereo3d.workflow.scripting import run_guarded, setup_logging
+
+
+def main():
+    near = snakemake.params.near
+    video_report(
+        source=snakemake.input.source,
+        probe=json.loads(open(snakemake.input.probe).read()),
+        depth=list(snakemake.input.depth),
+        near=list(snakemake.input.near),
+        render=snakemake.params.render,
+        near_pct=(near["low_pct"], near["high_pct"]),
+        comfort_limit_pct=snakemake.params.comfort_limit_pct,
+        out_contact_sheet=snakemake.output.contact_sheet,
+        out_flicker=snakemake.output.flicker,
+        out_parallax=snakemake.output.parallax,
+        out_stats=snakemake.output.stats,
+        rows=snakemake.params.rows,
+        tile_width=snakemake.params.tile_width,
+    )
+
+
+setup_logging(snakemake.log[0])
+run_guarded(main)

@@ -1,0 +1,1 @@
+"""The self-contained demo: generated sample clips and seeded smoke weights."""

@@ -1,1 +1,0 @@
-"""Exporters: PyTorch weights to fixed-size ONNX graphs, each with a validation report."""

@@ -1,0 +1,331 @@
+"""Pipelined encode of RGB frames through an ffmpeg process, and the choice of encoder (NVENC checked, else software).
+
+``VideoEncoder.write`` queues frames that a background thread feeds to ffmpeg, so encoding overlaps the producer.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+import queue
+import subprocess
+import threading
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from stereo3d.errors import BadVideo
+from stereo3d.io.atomic import atomic_output
+from stereo3d.io.ffmpeg import ffmpeg_command, ffmpeg_url, last_error_line, run_ffmpeg
+from stereo3d.io.pipes import END, drain_lines, patient_put
+
+log = logging.getLogger(__name__)
+
+CONTAINERS = {".mkv": "matroska", ".mp4": "mp4", ".mov": "mov", ".m4v": "mp4"}
+
+
+class VideoEncoder:
+    """Encode RGB frames ``[height, width, 3]`` into a video-only ``out_path`` (.mkv, .mp4 or .mov).
+
+    ``write(frame)`` queues a copy of the frame; a background thread feeds ffmpeg, so encoding overlaps the
+    producer. The file appears under its name only on a clean exit; on an exception ffmpeg is killed and
+    nothing is left. Frames are uint8, or uint16 with ``depth=16`` (for 10-bit and deeper output; ffmpeg gets
+    rgb48le). Timestamps are constant-rate at ``fps_fraction`` (e.g. "24000/1001"), or ``pts_s``: one
+    presentation time per frame in seconds (variable frame rate), kept exactly at ``time_base``.
+
+    RGB is converted to YUV with the matrix of ``color`` (a probe's ``video`` dict or any dict with
+    ``color_space``, ``color_primaries``, ``color_transfer``), limited range, and the output is tagged with the
+    same primaries and transfer: the transfer is never converted, so PQ/HLG (HDR) pictures pass through tagged
+    as they came. Unknown or absent colour tags mean BT.709, what players assume for HD and larger.
+    """
+
+    def __init__(
+        self,
+        out_path: str | Path,
+        width: int,
+        height: int,
+        fps_fraction: str,
+        codec: str = "libx264",
+        crf: int = 18,
+        preset: str = "medium",
+        pix_fmt: str = "yuv420p",
+        extra_args: Sequence[str] = (),
+        prefetch: int = 8,
+        pts_s: Sequence[float] | None = None,
+        *,
+        depth: int = 8,
+        color: dict | None = None,
+        time_base: str = "1/90000",
+    ):
+        self.out_path = Path(out_path)
+        if self.out_path.suffix.lower() not in CONTAINERS:
+            raise ValueError(f"{self.out_path}: output must end in one of {', '.join(CONTAINERS)}")
+        if width <= 0 or height <= 0:
+            raise ValueError(f"frame size must be positive, not {width}x{height}")
+        if depth not in (8, 16):
+            raise ValueError(f"input depth must be 8 or 16 bits, not {depth}")
+        self.width, self.height = width, height
+        self.fps = Fraction(fps_fraction)
+        self.dtype = np.dtype(np.uint8 if depth == 8 else np.uint16)
+        self.frames_written = 0
+        self._input_pix_fmt = "rgb24" if depth == 8 else "rgb48le"
+        self._pts_s = None if pts_s is None else [float(t) for t in pts_s]
+        self._time_base = Fraction(time_base)
+        self._encode = _encode_args(codec, crf, preset, pix_fmt, self.out_path.suffix.lower(), extra_args, color)
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
+        self._stderr: collections.deque[str] = collections.deque(maxlen=40)
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._atomic = None
+        self._script: Path | None = None
+        self._proc: subprocess.Popen | None = None
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> VideoEncoder:
+        self._atomic = atomic_output(self.out_path)
+        tmp = self._atomic.__enter__()
+        encode = list(self._encode)
+        if self._pts_s is not None:
+            # Variable frame rate: the filter graph stamps every frame with its own time (a setpts expression
+            # indexed by frame number, too long for a command line, so it goes through a file), the encoder
+            # keeps the filter's time base, and passthrough stops ffmpeg from evening the rate out.
+            vf = encode.index("-vf")
+            self._script = tmp.with_name(tmp.name + ".vf")
+            timing = _timestamp_filter(self._pts_s, self._time_base)
+            self._script.write_text(f"{timing},{encode[vf + 1]}", encoding="utf-8")
+            encode[vf : vf + 2] = ["-/vf", str(self._script)]
+            encode += ["-fps_mode", "passthrough", "-enc_time_base:v", "filter"]
+        args = [
+            "-loglevel", "error",
+            "-f", "rawvideo", "-pix_fmt", self._input_pix_fmt, "-s", f"{self.width}x{self.height}",
+            "-framerate", f"{self.fps.numerator}/{self.fps.denominator}", "-i", "pipe:0",
+            "-map", "0:v", *encode,
+            "-f", CONTAINERS[self.out_path.suffix.lower()], "-y", ffmpeg_url(tmp),
+        ]  # fmt: skip
+        try:
+            self._proc = subprocess.Popen(
+                ffmpeg_command(args), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+        except BaseException as exc:
+            self._remove_script()
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._threads = [
+            threading.Thread(target=self._feed, name="video-encoder", daemon=True),
+            threading.Thread(target=drain_lines, args=(self._proc.stderr, self._stderr), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def write(self, frame: np.ndarray, *, owned: bool = False) -> None:
+        """Queue one RGB frame ``[height, width, 3]`` (uint8, or uint16 at depth 16); blocks while ``prefetch``
+        frames are pending. ``owned``: the caller hands the array over and never touches it again (no copy)."""
+        if self._proc is None:
+            raise RuntimeError("VideoEncoder.write() outside its `with` block")
+        if frame.dtype != self.dtype or frame.shape != (self.height, self.width, 3):
+            raise ValueError(
+                f"{self.out_path}: frame must be {self.dtype} [{self.height}, {self.width}, 3], "
+                f"got {frame.dtype} {frame.shape}"
+            )
+        if self._pts_s is not None and self.frames_written >= len(self._pts_s):
+            raise ValueError(f"{self.out_path}: more frames than the {len(self._pts_s)} timestamps given")
+        # A copy unless owned: the caller may reuse its buffer while this frame still waits in the queue.
+        # rgb48le is little-endian, as numpy's uint16 is on every platform this runs on.
+        item = np.ascontiguousarray(frame) if owned else np.array(frame, dtype=self.dtype, order="C", copy=True)
+        patient_put(self._queue, item, self._running)
+        self.frames_written += 1
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                try:
+                    self._finish()
+                except BaseException as failure:
+                    self._abort()
+                    self._atomic.__exit__(type(failure), failure, failure.__traceback__)
+                    raise
+                self._atomic.__exit__(None, None, None)
+            else:
+                self._abort()
+                self._atomic.__exit__(exc_type, exc, tb)
+        finally:
+            self._remove_script()
+
+    def _remove_script(self) -> None:
+        if self._script is not None:
+            self._script.unlink(missing_ok=True)
+
+    def _feed(self) -> None:
+        stdin = self._proc.stdin
+        try:
+            while True:
+                item = self._queue.get()
+                if item is END or self._stop.is_set():
+                    break
+                stdin.write(memoryview(item).cast("B"))
+        except BaseException as exc:  # BrokenPipeError when ffmpeg died; the reason is on its stderr
+            self._error = exc
+            self._stop.set()
+        finally:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def _running(self) -> bool:
+        self._raise_if_failed()
+        return True
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None or (self._proc is not None and self._proc.poll() not in (None, 0)):
+            self._proc.wait()
+            for thread in self._threads:
+                thread.join(timeout=10)
+            raise BadVideo(self.out_path, f"encoding: {last_error_line(chr(10).join(self._stderr))}")
+
+    def _finish(self) -> None:
+        if self.frames_written == 0:
+            raise BadVideo(self.out_path, "encoding: no frames were written")
+        if self._pts_s is not None and self.frames_written != len(self._pts_s):
+            raise BadVideo(
+                self.out_path, f"encoding: {self.frames_written} frames written for {len(self._pts_s)} timestamps"
+            )
+        patient_put(self._queue, END, self._running)
+        self._threads[0].join()
+        returncode = self._proc.wait()
+        self._threads[1].join(timeout=10)
+        if self._error is not None or returncode != 0:
+            raise BadVideo(self.out_path, f"encoding: {last_error_line(chr(10).join(self._stderr))}")
+
+    def _abort(self) -> None:
+        self._stop.set()
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            while True:  # let a feeder blocked on get() see the stop
+                try:
+                    self._queue.put_nowait(END)
+                    break
+                except queue.Full:
+                    try:
+                        self._queue.get_nowait()
+                    except queue.Empty:
+                        pass
+            self._proc.wait()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+
+def resolve_codec(codec: str, pix_fmt: str) -> str:
+    """The encoder to use for ``codec``: NVENC only where a one-frame test encode at ``pix_fmt`` succeeds here
+    (no NVIDIA GPU, a data-centre GPU without NVENC such as the A100/H100, or a driver too old all fail it);
+    otherwise a warning and the software encoder of the same format."""
+    if codec not in SOFTWARE_EQUIVALENT:
+        return codec
+    problem = _nvenc_problem(codec, _nvenc_pix_fmt(pix_fmt))
+    if problem is None:
+        return codec
+    fallback = SOFTWARE_EQUIVALENT[codec]
+    log.warning("%s is not available here (%s); encoding with %s instead", codec, problem, fallback)
+    return fallback
+
+
+def _encode_args(
+    codec: str, crf: int, preset: str, pix_fmt: str, suffix: str, extra: Sequence[str], color: dict | None = None
+) -> list[str]:
+    matrix, space, primaries, transfer = _color_args(color or {})
+    if codec.endswith("_nvenc"):
+        pix_fmt = _nvenc_pix_fmt(pix_fmt)
+    # The tags go on the frames (setparams) as well as the encoder: ffmpeg 7+ encoders take colour properties
+    # from the frames, which swscale leaves unspecified except for the matrix and range it wrote.
+    args = [
+        "-vf", f"scale=out_color_matrix={matrix}:out_range=tv,setparams=range=tv:color_primaries={primaries}"
+               f":color_trc={transfer}:colorspace={space}",
+        "-c:v", codec, "-pix_fmt", pix_fmt,
+        "-colorspace", space, "-color_primaries", primaries, "-color_trc", transfer, "-color_range", "tv",
+    ]  # fmt: skip
+    if codec in ("libx264", "libx265", "libsvtav1", "libaom-av1", "libvpx-vp9"):
+        args += ["-crf", str(crf)]
+    elif codec.endswith(("_nvenc", "_qsv", "_amf")):
+        args += ["-rc", "vbr", "-cq", str(crf), "-b:v", "0"]
+    if codec in ("libx264", "libx265"):
+        args += ["-preset", preset]
+    elif codec.endswith("_nvenc"):
+        args += ["-preset", NVENC_PRESETS.get(preset, preset), "-tune", "hq"]
+    if codec == "libx265":
+        args += ["-x265-params", "log-level=error"]
+    if suffix in (".mp4", ".mov", ".m4v") and codec in ("libx265", "hevc_nvenc"):
+        args += ["-tag:v", "hvc1"]
+    return [*args, *[str(a) for a in extra]]
+
+
+# x264/x265 preset names -> NVENC's p1 (fastest) .. p7 (best), so one config key serves both.
+NVENC_PRESETS = {
+    "ultrafast": "p1", "superfast": "p1", "veryfast": "p2", "faster": "p3", "fast": "p3",
+    "medium": "p4", "slow": "p5", "slower": "p6", "veryslow": "p7", "placebo": "p7",
+}  # fmt: skip
+SOFTWARE_EQUIVALENT = {"h264_nvenc": "libx264", "hevc_nvenc": "libx265", "av1_nvenc": "libsvtav1"}
+# swscale's names for YUV matrices, by the colour-space names the probe reports.
+_MATRICES = {
+    "bt709": "bt709", "bt2020nc": "bt2020", "bt2020c": "bt2020", "smpte170m": "smpte170m",
+    "bt470bg": "bt470", "smpte240m": "smpte240m", "fcc": "fcc",
+}  # fmt: skip
+
+
+def _color_args(color: dict) -> tuple[str, str, str, str]:
+    """swscale's RGB->YUV matrix and the output's colour space, primaries and transfer tags, from the source's
+    colour facts (BT.709 where unknown)."""
+    space = color.get("color_space")
+    if space not in _MATRICES:
+        space = "bt709"
+    return _MATRICES[space], space, color.get("color_primaries") or "bt709", color.get("color_transfer") or "bt709"
+
+
+def _nvenc_pix_fmt(pix_fmt: str) -> str:
+    # NVENC takes 10-bit 4:2:0 as p010 (the same samples, semi-planar), not as planar yuv420p10le.
+    return {"yuv420p10le": "p010le", "yuv444p10le": "yuv444p16le"}.get(pix_fmt, pix_fmt)
+
+
+@functools.lru_cache(maxsize=8)
+def _nvenc_problem(codec: str, pix_fmt: str) -> str | None:
+    """None when ``codec`` encodes a frame at ``pix_fmt`` here, else ffmpeg's reason."""
+    proc = run_ffmpeg(
+        ["-loglevel", "error", "-f", "lavfi", "-i", "color=c=gray:s=256x256:r=1", "-frames:v", "1",
+         "-pix_fmt", pix_fmt, "-c:v", codec, "-f", "null", "-"],
+        None, f"test-encoding with {codec}", check=False, timeout=60,
+    )  # fmt: skip
+    return None if proc.returncode == 0 else last_error_line(proc.stderr)
+
+
+def _timestamp_filter(pts_s: Sequence[float], time_base: Fraction) -> str:
+    """``settb,setpts`` giving frame N the time ``pts_s[N]``, exactly in ``time_base`` ticks.
+
+    Runs of equal frame durations become one linear piece; the pieces are found by a balanced tree of ``if``s on
+    the frame number, so each frame costs a handful of comparisons whatever the length (ffmpeg's expressions
+    have no arrays).
+    """
+    ticks = [round(Fraction(t).limit_denominator(10**9) / time_base) for t in pts_s]
+    if not ticks:
+        raise ValueError("no timestamps")
+    pieces: list[tuple[int, int, int]] = []  # first frame, its ticks, ticks per frame within the piece
+    n = 0
+    while n < len(ticks):
+        step = ticks[n + 1] - ticks[n] if n + 1 < len(ticks) else 0
+        end = n + 1
+        while end < len(ticks) and ticks[end] - ticks[end - 1] == step:
+            end += 1
+        pieces.append((n, ticks[n], step))
+        n = end
+
+    def tree(lo: int, hi: int) -> str:
+        if hi - lo == 1:
+            first, start, step = pieces[lo]
+            return f"{start}+{step}*(N-{first})" if step else str(start)
+        mid = (lo + hi) // 2
+        return f"if(lt(N\\,{pieces[mid][0]})\\,{tree(lo, mid)}\\,{tree(mid, hi)})"
+
+    return f"settb={time_base.numerator}/{time_base.denominator},setpts='{tree(0, len(pieces))}'"

@@ -1,0 +1,48 @@
+"""What the decoder and the encoder share: a bounded hand-over between a worker thread and the caller, and the
+draining of an ffmpeg pipe."""
+
+from __future__ import annotations
+
+import collections
+import queue
+from collections.abc import Callable
+
+END = object()  # queue sentinel: no more frames
+POLL_S = 0.1  # how often a blocked queue operation looks whether the other side gave up
+
+
+def patient_put(q: queue.Queue, item, keep_trying: Callable[[], bool]) -> bool:
+    """Put ``item`` on the bounded queue ``q``, waiting while it is full for as long as ``keep_trying()`` holds
+    (it may also raise, to hand a failure of the other side to this one). True once put, False if given up.
+
+    A plain blocking ``put`` would hang for ever when the consumer has died or stopped reading."""
+    while keep_trying():
+        try:
+            q.put(item, timeout=POLL_S)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def read_into(stream, view: memoryview) -> int:
+    """Fill ``view`` from ``stream``; returns the bytes read (less only at end of stream)."""
+    got = 0
+    while got < len(view):
+        n = stream.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
+def drain_lines(stream, sink: collections.deque, keep: Callable[[str], bool] | None = None) -> None:
+    """Read ``stream`` line by line into ``sink`` (lines for which ``keep`` is false are dropped): ffmpeg blocks
+    when its stderr pipe fills, so someone must always be reading it."""
+    try:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip()
+            if keep is None or keep(line):
+                sink.append(line)
+    except (OSError, ValueError):
+        pass

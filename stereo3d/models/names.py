@@ -1,0 +1,69 @@
+"""File names of the exports and of the weights they come from (the seeds' names), in one place.
+
+Torch-free: the Snakefile, the runtime and bench/ spell every model file through these functions."""
+
+from __future__ import annotations
+
+import re
+
+DA3_DEFAULT_SIZE = 518
+DA3_VARIANTS = ("small", "base")
+DA3_CONTRACTS = ("float", "uint8")
+DA3_STEM = r"da3_(?:small|base)(?:_[0-9]+)?(?:_u8)?"  # wildcard constraint for the stem
+_DA3_STEM_RE = re.compile(r"da3_(small|base)(?:_([0-9]+))?(_u8)?")
+
+
+def da3_onnx_name(variant: str, size: int = DA3_DEFAULT_SIZE, contract: str = "float") -> str:
+    """``da3_small.onnx`` at 518, ``da3_small_280.onnx`` otherwise; the folded uint8 contract adds
+    ``_u8`` so both contracts can sit side by side (the seed overwrote one with the other)."""
+    if variant not in DA3_VARIANTS:
+        raise ValueError(f"unknown DA3 variant {variant!r} (valid: {', '.join(DA3_VARIANTS)})")
+    if contract not in DA3_CONTRACTS:
+        raise ValueError(f"unknown input contract {contract!r} (valid: {', '.join(DA3_CONTRACTS)})")
+    size_part = "" if int(size) == DA3_DEFAULT_SIZE else f"_{int(size)}"
+    contract_part = "_u8" if contract == "uint8" else ""
+    return f"da3_{variant}{size_part}{contract_part}.onnx"
+
+
+def parse_da3_onnx_name(name: str) -> tuple[str, int, str]:
+    """Inverse of :func:`da3_onnx_name` (accepts the stem or the file name)."""
+    stem = name[:-5] if name.endswith(".onnx") else name
+    match = _DA3_STEM_RE.fullmatch(stem)
+    if not match:
+        raise ValueError(f"not a DA3 export name: {name!r}")
+    variant, size, u8 = match.groups()
+    return variant, int(size) if size else DA3_DEFAULT_SIZE, "uint8" if u8 else "float"
+
+
+def da3_weights_folder(variant: str) -> str:
+    """The weights layout of the seed: DA3/Small/model.safetensors, DA3/Base/model.safetensors."""
+    return variant.capitalize()
+
+
+# --- NVDS (the seed's names) ------------------------------------------------------------------------------------
+NVDS_GRAPHS = ("split", "monolith")  # split: backbone once per frame + head; monolith: one graph over the window
+NVDS_ROLES = {"split": ("backbone", "head"), "monolith": ("monolith",)}
+_NVDS_FILES = {
+    "backbone": "NVDS_Backbone_{tier}.onnx",
+    "head": "NVDS_Head_{tier}.onnx",
+    "monolith": "NVDS_Stabilizer_{tier}.onnx",
+}
+NVDS_WEIGHTS = "NVDS/NVDS_Stabilizer.pth"  # under the weights folder, as the official release names it
+
+
+def nvds_onnx_name(role: str, tier: str) -> str:
+    """File name of one NVDS graph (``role``: backbone, head or monolith) at ``tier`` (``WIDTHxHEIGHT``, or a
+    ``{tier}`` placeholder for a path template)."""
+    return _NVDS_FILES[role].format(tier=tier)
+
+
+def nvds_onnx_names(tier: str, graphs: str) -> list[str]:
+    """The files a stabiliser of ``graphs`` (split | monolith) opens at ``tier``, in role order."""
+    if graphs not in NVDS_ROLES:
+        raise ValueError(f"unknown NVDS graphs {graphs!r} (valid: {', '.join(NVDS_GRAPHS)})")
+    return [nvds_onnx_name(role, tier) for role in NVDS_ROLES[graphs]]
+
+
+def da3_weights_name(variant: str) -> str:
+    """Where a DA3 variant's hub weights sit under the weights folder."""
+    return f"DA3/{da3_weights_folder(variant)}/model.safetensors"

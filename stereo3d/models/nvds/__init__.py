@@ -1,0 +1,1 @@
+"""NVDS: our own state-dict-compatible model, its checkpoints, the ONNX exports and the ONNX Runtime stabiliser."""

@@ -1,0 +1,1 @@
+"""Quality control for the report: statistics, figures and library tables."""

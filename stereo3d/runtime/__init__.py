@@ -1,0 +1,1 @@
+"""ONNX Runtime sessions and the GPU devices jobs take."""

@@ -1,0 +1,79 @@
+"""``ema``: the normalisation range smoothed by an exponential moving average over time, reset at shot cuts.
+
+The ranges are planned once over the whole video (``plan``), from every depth segment in order, so a segmented
+run gives exactly the maps of an unsegmented one; each segment then only applies its slice of the plan.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from stereo3d.io.atomic import atomic_output
+from stereo3d.io.mapstore import MapReader
+from stereo3d.stabilisers.registry import NearJob, Stabiliser
+from stereo3d.stereo.cuts import CutDetector
+from stereo3d.stereo.near import normalise, percentile_range, reciprocal
+
+
+def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> dict:
+    """The per-frame normalisation ranges of a whole video (``.npz``: ``lo``, ``hi``), from its depth
+    segments in order. Reads depth maps and the picture changes the depth stage recorded."""
+    ranges, changes = [], []
+    for path in depth_segments:
+        with MapReader(path) as depths:
+            for raw in depths:
+                ranges.append(percentile_range(reciprocal(raw), settings["low_pct"], settings["high_pct"]))
+            recorded = depths.attrs.get("changes") or [None] * depths.frames
+            changes.extend(np.nan if c is None else c for c in recorded)
+    smoothed = ema_ranges(
+        np.array(ranges).reshape(-1, 2),
+        np.array(changes, dtype=np.float64),
+        settings["ema_alpha"],
+        settings["cut_threshold"],
+    )
+    with atomic_output(out) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, lo=smoothed[:, 0], hi=smoothed[:, 1])
+    return {"frames": len(ranges)}
+
+
+def run(job: NearJob) -> None:
+    if job.plan is None:
+        raise ValueError("the ema method needs the video's plan")
+    with np.load(job.plan) as ranges:
+        lo, hi = ranges["lo"][job.start :], ranges["hi"][job.start :]
+    for index, raw in enumerate(job.depths):
+        job.write(normalise(reciprocal(raw), lo[index], hi[index]))
+
+
+def ema_ranges(
+    ranges: np.ndarray, changes: np.ndarray, alpha: float, cut_threshold: float, cut_ratio: float = 3.0
+) -> np.ndarray:
+    """Normalisation ranges [n, 2] smoothed by an exponential moving average over a whole video.
+
+    ``ranges`` are each frame's own (lo, hi) of inverse depth; ``changes`` each frame's picture
+    change against the previous frame (NaN for the first). ``alpha`` is the weight of the newest
+    frame (1 = per-frame, no smoothing); a shot cut restarts the average at the new frame. Run over
+    the whole video at once, so the result does not depend on how the video is cut into segments.
+    """
+    ranges = np.asarray(ranges, dtype=np.float64)
+    out = np.empty_like(ranges)
+    detector = CutDetector(cut_threshold, cut_ratio)
+    current = None
+    for index, (frame_range, change) in enumerate(zip(ranges, changes, strict=True)):
+        if detector.step(change) or current is None:
+            current = frame_range.copy()
+        else:
+            current += alpha * (frame_range - current)
+        out[index] = current
+    return out
+
+
+STABILISER = Stabiliser(
+    name="ema",
+    summary="normalisation range smoothed over time, reset at shot cuts",
+    run=run,
+    keys=("stabilise.ema_alpha", "stabilise.cut_threshold"),
+    plan=plan,
+)

@@ -1,0 +1,57 @@
+"""``nvds``: the NVDS stabiliser network on RGBD frames (RGB at the tier + the per-frame near map).
+
+Its output is already a stabilised near map and is stored as it is. The network's window is causal: a segment
+after the first primes it with the raw inputs of the frames before it (their depth from the previous segment,
+their pictures decoded again), so segments agree with an unsegmented run.
+"""
+
+from __future__ import annotations
+
+from stereo3d.io.decode import FrameReader
+from stereo3d.io.mapstore import MapReader
+from stereo3d.models.names import nvds_onnx_names
+from stereo3d.models.nvds.runtime import WINDOW_FRAMES, open_stabiliser
+from stereo3d.stabilisers.registry import NearJob, Stabiliser
+from stereo3d.stereo.near import near_from_depth
+
+HISTORY = WINDOW_FRAMES - 1  # frames before the target in the window
+
+
+def models(settings: dict) -> list[str]:
+    return [f"NVDS/{name}" for name in nvds_onnx_names(settings["nvds_tier"], settings["nvds_graphs"])]
+
+
+def run(job: NearJob) -> None:
+    tier = tuple(int(v) for v in job.settings["nvds_tier"].split("x"))
+    low, high = job.settings["low_pct"], job.settings["high_pct"]
+    stabiliser = open_stabiliser(job.models_dir, *tier, job.options, graphs=job.settings["nvds_graphs"])
+    history = min(HISTORY, job.start)
+    if history and job.previous_depth is None:
+        raise ValueError("an NVDS segment after the first needs the previous segment's depth")
+    size = fit_inside(job.probe, tier)
+    count = job.depths.frames + history
+    with FrameReader(job.video, job.probe, start=job.start - history, count=count, size=size) as frames:
+        if history:
+            # Causal: the window sees the raw inputs of the frames before the segment, never their output.
+            with MapReader(job.previous_depth) as previous:
+                earlier = previous.read(previous.frames - history, history)
+            stabiliser.prime((next(frames), near_from_depth(raw, low, high)) for raw in earlier)
+        for raw, rgb in zip(job.depths, frames, strict=True):
+            job.write(stabiliser.step(rgb, near_from_depth(raw, low, high)))
+
+
+def fit_inside(probe: dict, tier: tuple[int, int]) -> tuple[int, int]:
+    """The frame size that fits the NVDS tier keeping the aspect (decoded at this size directly)."""
+    width, height = probe["video"]["display_width"], probe["video"]["display_height"]
+    scale = min(tier[0] / width, tier[1] / height)
+    return max(2, round(width * scale) // 2 * 2), max(2, round(height * scale) // 2 * 2)
+
+
+STABILISER = Stabiliser(
+    name="nvds",
+    summary="the NVDS stabiliser network (needs NVDS weights; a GPU is strongly advised)",
+    run=run,
+    keys=("stabilise.nvds_tier", "stabilise.nvds_graphs", "export.nvds_architecture"),
+    history=HISTORY,
+    models=models,
+)

@@ -1,0 +1,73 @@
+"""The table of stabilisers. A method is a module of this package that defines ``STABILISER``; it is found by
+looking, so adding one touches its module, the config schema and documentation, and its test."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stereo3d.runtime.sessions import SessionOptions
+
+
+@dataclass(frozen=True)
+class Stabiliser:
+    name: str  # the value of stabilise.method
+    summary: str  # one line, for logs and docs
+    run: Callable[[NearJob], None]  # writes one segment's near maps, in frame order, through job.write
+    # Dotted config keys beyond near.* whose values change its maps; they join its cache key, so a setting of
+    # another method never moves this one's results.
+    keys: tuple[str, ...] = ()
+    # A plan over the whole video, made from every depth segment in order before any segment runs (rule
+    # near_plan): plan(depth_segments, out, settings) -> summary. It keeps segments exactly equal to an
+    # unsegmented run where a method looks at the whole video.
+    plan: Callable[[list[Path], Path, dict], dict] | None = None
+    # Raw frames before a segment that its first outputs depend on (a causal window): they are read from the
+    # previous segment's raw depth, never from its output.
+    history: int = 0
+    # The model files (paths under the models folder) it opens, for its settings; the workflow exports them.
+    models: Callable[[dict], list[str]] | None = None
+
+
+@dataclass
+class NearJob:
+    """One segment, as a stabiliser sees it."""
+
+    video: Path
+    probe: dict
+    depths: object  # a MapReader over the segment's raw depth (iterate for frames; .frames, .attrs)
+    start: int  # the segment's first frame in the video
+    settings: dict  # near.* with "method" and the stabiliser's keys (by their last name part)
+    write: Callable[[np.ndarray], None]  # stores the next near map
+    plan: Path | None = None
+    previous_depth: Path | None = None
+    models_dir: Path | None = None
+    options: SessionOptions = field(default_factory=SessionOptions)
+
+
+@functools.cache
+def stabilisers() -> dict[str, Stabiliser]:
+    """Every stabiliser, by name: the modules of this package that define ``STABILISER``."""
+    package = importlib.import_module(__name__.rpartition(".")[0])
+    found: dict[str, Stabiliser] = {}
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name == "registry":
+            continue
+        stabiliser = getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "STABILISER", None)
+        if isinstance(stabiliser, Stabiliser):
+            if stabiliser.name in found:
+                raise RuntimeError(f"two stabilisers are named {stabiliser.name!r}")
+            found[stabiliser.name] = stabiliser
+    return dict(sorted(found.items()))
+
+
+def get_stabiliser(name: str) -> Stabiliser:
+    try:
+        return stabilisers()[name]
+    except KeyError:
+        raise ValueError(f"unknown stabilisation method {name!r} (valid: {', '.join(stabilisers())})") from None

@@ -1,0 +1,1 @@
+"""One module per workflow rule, named after it: the function each thin script calls."""

@@ -1,0 +1,71 @@
+"""The join stage: encoded segments → one stream without re-encoding → muxed with the source's streams."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from stereo3d.io.atomic import temp_path_for
+from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.io.mux import mux_with_source
+
+log = logging.getLogger(__name__)
+
+
+def join_segments(
+    segments: list[str | Path], starts: list[int], source: str | Path, out: str | Path, probe: dict
+) -> Path:
+    """Concatenate the encoded ``segments`` (frame ranges beginning at ``starts``) and mux the result
+    with every audio/subtitle/chapter stream of ``source`` into ``out`` (written atomically)."""
+    out = Path(out)
+    if len(segments) != len(starts):
+        raise ValueError(f"{len(segments)} segments but {len(starts)} start frames")
+    if len(segments) == 1:
+        return mux_with_source(segments[0], source, out, probe)
+    pts = probe.get("frame_pts_s") or []
+    # Each segment lasts until the next one's first frame (variable frame rate included). The concat demuxer
+    # counts in whole microseconds: durations are differences of the segments' rounded start times, so the
+    # rounding never adds up over many segments: each starts within half a microsecond of its first frame (the
+    # Matroska segments then round to the millisecond, which the final mux restamps exactly).
+    micros = [round(pts[start] * 10**6) for start in starts] if pts else []
+    listing = ["ffconcat version 1.0"]
+    for index, segment in enumerate(segments):
+        listing.append(f"file {_quote(ffmpeg_url(Path(segment).resolve()))}")
+        if index + 1 < len(micros):
+            span = micros[index + 1] - micros[index]
+            listing.append(f"duration {span // 10**6}.{span % 10**6:06d}")
+    joined = temp_path_for(out.with_name(out.stem + ".joined.mkv"))
+    concat_list = temp_path_for(out.with_name(out.stem + ".ffconcat"))
+    try:  # both are intermediates beside the result, never left behind
+        concat_list.write_text("\n".join(listing) + "\n", encoding="utf-8")
+        run_ffmpeg(
+            [
+                "-y",
+                "-loglevel",
+                "error",
+                "-f",
+                "concat",
+                "-safe",
+                "0",
+                "-i",
+                ffmpeg_url(concat_list),
+                "-map",
+                "0:v:0",
+                "-c",
+                "copy",
+                ffmpeg_url(joined),
+            ],
+            out,
+            "joining segments",
+        )
+        result = mux_with_source(joined, source, out, probe)
+    finally:
+        joined.unlink(missing_ok=True)
+        concat_list.unlink(missing_ok=True)
+    log.info("joined %d segments into %s", len(segments), out)
+    return result
+
+
+def _quote(text: str) -> str:
+    """ffconcat quoting: single quotes, an embedded quote written as '\\''."""
+    return "'" + text.replace("'", "'\\''") + "'"

@@ -1,0 +1,16 @@
+"""The near_plan stage: a stabiliser's plan over a whole video (e.g. the EMA's smoothed ranges), made from every
+depth segment in order before any segment's near maps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stereo3d.stabilisers import get_stabiliser
+
+
+def make_near_plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> dict:
+    """Write the plan of ``settings["method"]`` for the video whose depth segments are ``depth_segments``."""
+    stabiliser = get_stabiliser(settings["method"])
+    if stabiliser.plan is None:
+        raise ValueError(f"the {stabiliser.name} method makes no plan")
+    return stabiliser.plan([Path(p) for p in depth_segments], Path(out), settings)

@@ -1,0 +1,1 @@
+"""Workflow support: config and sheet validation, the library, cache keys, paths, targets, script helpers."""

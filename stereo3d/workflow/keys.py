@@ -1,0 +1,82 @@
+"""Cache keys: each stage's results are stored under a name derived from the settings that made them, so a
+setting switched back finds its old result instead of recomputing it, and a setting a stage does not read never
+moves its results.
+
+A video's settings are its config sections with its sheet row laid over them (``da3``, ``stabilise``, ``near``,
+``render``, ``encode``); the functions here say which of them reach which stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from stereo3d.models.da3.runtime import FITS
+from stereo3d.models.names import DA3_VARIANTS
+from stereo3d.stabilisers import get_stabiliser
+
+DEPTH_KEY = re.compile(rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)_(float|u8)_({'|'.join(FITS)})")
+NEAR_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
+RENDER_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
+
+
+def depth_key(da3: dict) -> str:
+    """``da3_small_518_u8_letterbox``: variant, side, contract and fit (readable: the depth is the costly stage)."""
+    contract = "u8" if da3["contract"] == "uint8" else "float"
+    return f"da3_{da3['variant']}_{da3['size']}_{contract}_{da3['fit']}"
+
+
+def parse_depth_key(key: str) -> dict:
+    """Inverse of :func:`depth_key`: the ``da3`` settings a depth key names."""
+    match = DEPTH_KEY.fullmatch(key)
+    if not match:
+        raise ValueError(f"not a depth key: {key!r}")
+    variant, size, contract, fit = match.groups()
+    return {"variant": variant, "size": int(size), "contract": "uint8" if contract == "u8" else "float", "fit": fit}
+
+
+def near_settings(sections: dict, config: dict) -> dict:
+    """Everything that changes a video's near maps: ``near.*``, the method, and the keys its stabiliser declares
+    (from the video's sections, else the config's), by their last name part."""
+    stabiliser = get_stabiliser(sections["stabilise"]["method"])
+    settings = {**sections["near"], "method": stabiliser.name}
+    for dotted in stabiliser.keys:
+        section, name = dotted.split(".")
+        settings[name] = (sections.get(section) or config[section])[name]
+    return settings
+
+
+def render_settings(sections: dict) -> dict:
+    """Everything that changes the encoded stereo video's bytes."""
+    return {**sections["render"], **sections["encode"]}
+
+
+def near_key(settings: dict) -> str:
+    return keyed(settings["method"], settings)
+
+
+def render_key(settings: dict) -> str:
+    return keyed(settings["layout"], settings)
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+    """8 hex digits of the canonical JSON of ``settings`` (key order and int/float spelling don't matter)."""
+    canonical = json.dumps(_canonical(settings), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(canonical.encode()).hexdigest()[:8]
+
+
+def keyed(prefix: str, settings: dict[str, Any]) -> str:
+    """A readable prefix and the settings hash: ``ema-1a2b3c4d``."""
+    return f"{prefix}-{settings_hash(settings)}"
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # 2.0 and 2 are the same setting
+    return value

@@ -1,0 +1,49 @@
+"""Every path the workflow reads or writes, as a template written once.
+
+The rules declare these templates (Snakemake fills the ``{wildcards}``); the input functions fill the same
+templates with :func:`fill`. Roots come from the config's ``paths`` section.
+"""
+
+from __future__ import annotations
+
+from stereo3d.models.names import NVDS_WEIGHTS, nvds_onnx_name
+
+
+class Paths:
+    def __init__(self, roots: dict):
+        self.models, self.weights = roots["models"], roots["weights"]
+        self.work, self.results = roots["work"], roots["results"]
+        self.logs, self.benchmarks = roots["logs"], roots["benchmarks"]
+        work = self.work
+        # Per video; {dkey}, {nkey}, {rkey} are the cache keys of stereo3d.workflow.keys, {seg} a frame range.
+        self.probe = f"{work}/{{video}}/probe.json"
+        self.depth = f"{work}/{{video}}/depth/{{dkey}}/{{seg}}.maps"
+        self.near_plan = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/plan.npz"
+        self.near_maps = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.maps"
+        self.render = f"{work}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mkv"
+        self.result = f"{self.results}/{{video}}/{{video}}{{tag}}.mp4"
+        self.qc_video = f"{work}/{{video}}/qc/{{name}}"
+        self.qc_library = f"{work}/qc/{{name}}"
+        # Models and weights.
+        self.da3_onnx = f"{self.models}/DA3/{{stem}}.onnx"
+        self.da3_weights = f"{self.weights}/DA3/{{folder}}/model.safetensors"
+        self.nvds_weights = f"{self.weights}/{NVDS_WEIGHTS}"
+
+    def nvds_onnx(self, role: str) -> str:
+        """Template of one NVDS graph (backbone, head or monolith) at ``{tier}``."""
+        return f"{self.models}/NVDS/{nvds_onnx_name(role, '{tier}')}"
+
+    def model(self, relative: str) -> str:
+        """A model file named relative to the models folder (as stabilisers name theirs)."""
+        return f"{self.models}/{relative}"
+
+    def log(self, rule: str, job: str) -> str:
+        return f"{self.logs}/{rule}/{job}.log"
+
+    def benchmark(self, rule: str, job: str) -> str:
+        return f"{self.benchmarks}/{rule}/{job}.tsv"
+
+
+def fill(template: str, **wildcards) -> str:
+    """A template with its wildcards filled in."""
+    return template.format(**wildcards)

@@ -1,0 +1,115 @@
+"""What the workflow builds for each video of the library, and where: its settings, their cache keys, the models
+it needs and its finished files. Everything here is known when the Snakefile is parsed (no probe needed), so it
+is plain Python, tested without Snakemake; common.smk only adds what a checkpoint knows (the segments).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stereo3d.models.names import da3_onnx_name, da3_weights_folder, nvds_onnx_names
+from stereo3d.models.validation import validation_path
+from stereo3d.stabilisers import Stabiliser, get_stabiliser
+from stereo3d.stereo.layouts import LAYOUT_TAGS
+from stereo3d.workflow import keys
+from stereo3d.workflow.paths import Paths, fill
+from stereo3d.workflow.preflight import check_weights
+
+QC_FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png")
+QC_TABLES = ("exports.html", "videos.html", "benchmarks.html")
+
+
+class Targets:
+    """``settings``: id → the video's per-video sections (config with its sheet row laid over); ``videos``: id →
+    source path of the videos to convert."""
+
+    def __init__(self, config: dict, settings: dict[str, dict], videos: dict[str, Path]):
+        self.config, self.settings, self.videos = config, settings, videos
+        self.paths = Paths(config["paths"])
+        self.demo = bool(config["demo"])
+
+    # --- per video ----------------------------------------------------------------------------------------------
+    def near_settings(self, video: str) -> dict:
+        return keys.near_settings(self.settings[video], self.config)
+
+    def render_settings(self, video: str) -> dict:
+        return keys.render_settings(self.settings[video])
+
+    def stabiliser(self, video: str) -> Stabiliser:
+        return get_stabiliser(self.settings[video]["stabilise"]["method"])
+
+    def depth_key(self, video: str) -> str:
+        return keys.depth_key(self.settings[video]["da3"])
+
+    def near_key(self, video: str) -> str:
+        return keys.near_key(self.near_settings(video))
+
+    def render_key(self, video: str) -> str:
+        return keys.render_key(self.render_settings(video))
+
+    def result(self, video: str) -> str:
+        tag = LAYOUT_TAGS[self.render_settings(video)["layout"]]
+        return fill(self.paths.result, video=video, tag=tag)
+
+    def da3_model(self, video: str) -> str:
+        s = self.settings[video]["da3"]
+        return self.da3_export(s["variant"], s["size"], s["contract"])
+
+    def near_models(self, video: str) -> list[str]:
+        """The model files the video's stabiliser opens (none for most)."""
+        method = self.stabiliser(video)
+        return [self.paths.model(m) for m in method.models(self.near_settings(video))] if method.models else []
+
+    # --- models -------------------------------------------------------------------------------------------------
+    def da3_export(self, variant: str, size: int, contract: str) -> str:
+        return fill(self.paths.da3_onnx, stem=da3_onnx_name(variant, int(size), contract).removesuffix(".onnx"))
+
+    def da3_weights(self, variant: str) -> str:
+        return fill(self.paths.da3_weights, folder=da3_weights_folder(variant))
+
+    def check_weights(self) -> None:
+        """The weights the configuration needs are there and whole (raises BadConfig/BadWeights in one line)."""
+        variants = {self.settings[v]["da3"]["variant"] for v in self.videos}
+        variants |= {e["variant"] for e in self.config["export"]["da3_extra"]}
+        uses_nvds = any(self.near_models(video) for video in self.videos)
+        check_weights(
+            da3={variant: Path(self.da3_weights(variant)) for variant in variants},
+            nvds=Path(self.paths.nvds_weights) if uses_nvds else None,
+            demo=self.demo,
+        )
+
+    # --- targets ------------------------------------------------------------------------------------------------
+    def results(self) -> list[str]:
+        return [self.result(video) for video in sorted(self.videos)]
+
+    def exports(self) -> list[str]:
+        """``snakemake exports``: every model the videos use and ``export.da3_extra`` (the configured DA3 model
+        when the library is empty), plus the configured NVDS tiers x modes when NVDS weights are there (or the
+        demo makes them)."""
+        export = self.config["export"]
+        extra = list(export["da3_extra"])
+        if not self.videos and not extra:
+            extra.append(self.config["da3"])
+        models = self._models_in_use()
+        models |= {self.da3_export(e["variant"], e["size"], e["contract"]) for e in extra}
+        if self.demo or Path(self.paths.nvds_weights).is_file():
+            names = {n for tier in export["nvds_tiers"] for g in export["nvds_modes"] for n in nvds_onnx_names(tier, g)}
+            models |= {self.paths.model(f"NVDS/{name}") for name in names}
+        return sorted(models)
+
+    def qc_validations(self) -> list[str]:
+        """Validation reports of every export the library's videos use."""
+        return [str(validation_path(model)) for model in sorted(self._models_in_use())]
+
+    def qc_stats(self) -> list[str]:
+        return [fill(self.paths.qc_video, video=video, name="stats.json") for video in sorted(self.videos)]
+
+    def report_outputs(self) -> list[str]:
+        """What `snakemake --report` shows (built by `all` unless report.qc is false)."""
+        if not self.config["report"]["qc"] or not self.videos:
+            return []
+        per_video = [fill(self.paths.qc_video, video=v, name=n) for v in sorted(self.videos) for n in QC_FIGURES]
+        return per_video + [fill(self.paths.qc_library, name=name) for name in QC_TABLES]
+
+    def _models_in_use(self) -> set[str]:
+        return {self.da3_model(v) for v in self.videos} | {m for v in self.videos for m in self.near_models(v)}

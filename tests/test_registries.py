@@ -1,0 +1,162 @@
+"""Every variable part is one table, and the schema, the workflow and the docs agree with it: a method, layout,
+variant or graph mode added in its module is accepted by the config, and one the schema lists exists."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stereo3d.io.mapstore import MapWriter
+from stereo3d.models.da3.runtime import FITS
+from stereo3d.models.names import DA3_CONTRACTS, DA3_VARIANTS, NVDS_GRAPHS, nvds_onnx_names
+from stereo3d.stabilisers import NearJob, Stabiliser, get_stabiliser, stabilisers
+from stereo3d.stereo.layouts import LAYOUTS, SIGNALS
+from stereo3d.workflow.config import load_schema, validate_config
+from stereo3d.workflow.keys import near_key, near_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
+CONFIG_DOC = (ROOT / "config.yaml").read_text()
+
+
+def prop(dotted: str) -> dict:
+    node = SCHEMA
+    for part in dotted.split("."):
+        node = node["properties"][part]
+    return node
+
+
+@pytest.mark.parametrize(
+    ("key", "table"),
+    [
+        ("stabilise.method", lambda: stabilisers()),
+        ("render.layout", lambda: LAYOUTS),
+        ("encode.stereo_signal", lambda: SIGNALS),
+        ("da3.variant", lambda: DA3_VARIANTS),
+        ("da3.contract", lambda: DA3_CONTRACTS),
+        ("da3.fit", lambda: FITS),
+        ("stabilise.nvds_graphs", lambda: NVDS_GRAPHS),
+    ],
+)
+def test_the_schema_enum_is_the_table(key, table):
+    assert set(prop(key)["enum"]) == set(table())
+
+
+def test_export_modes_and_extra_variants_follow_the_tables_too():
+    assert set(prop("export.nvds_modes")["items"]["enum"]) == set(NVDS_GRAPHS)
+    assert set(prop("export.da3_extra")["items"]["properties"]["variant"]["enum"]) == set(DA3_VARIANTS)
+
+
+@pytest.mark.parametrize("name", sorted(stabilisers()))
+def test_each_stabiliser_keys_on_settings_the_schema_has_and_config_yaml_documents(name):
+    stabiliser = get_stabiliser(name)
+    assert f" {name}:" in CONFIG_DOC or f"{name} (" in CONFIG_DOC or f"| {name}" in CONFIG_DOC, name
+    for dotted in stabiliser.keys:
+        assert "default" in prop(dotted), dotted
+        section, leaf = dotted.split(".")
+        assert f"  {leaf}:" in CONFIG_DOC, f"{dotted} is not documented in config.yaml"
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_each_layout_is_documented_with_its_tag(name):
+    assert name in CONFIG_DOC and LAYOUTS[name].tag in CONFIG_DOC
+
+
+def test_near_key_changes_with_the_methods_own_keys_only():
+    config, _ = validate_config({}, SCHEMA)
+    sections = {s: config[s] for s in ("da3", "stabilise", "near", "render", "encode")}
+
+    def key(**stabilise):
+        video = {**sections, "stabilise": {**config["stabilise"], **stabilise}}
+        return near_key(near_settings(video, config))
+
+    ema = key(method="ema")
+    assert key(method="ema", nvds_tier="672x384", nvds_graphs="monolith") == ema  # another method's settings
+    assert key(method="ema", ema_alpha=0.3) != ema
+    nvds = key(method="nvds")
+    assert key(method="nvds", ema_alpha=0.3) == nvds
+    assert key(method="nvds", nvds_graphs="monolith") != nvds  # the graphs run are part of the maps
+    assert key(method="nvds", nvds_tier="672x384") != nvds
+
+
+def test_nvds_declares_the_models_of_its_graphs():
+    nvds = get_stabiliser("nvds")
+    for graphs in NVDS_GRAPHS:
+        assert nvds.models({"nvds_tier": "96x64", "nvds_graphs": graphs}) == [
+            f"NVDS/{name}" for name in nvds_onnx_names("96x64", graphs)
+        ]
+    assert nvds_onnx_names("96x64", "split") == ["NVDS_Backbone_96x64.onnx", "NVDS_Head_96x64.onnx"]
+    assert nvds_onnx_names("96x64", "monolith") == ["NVDS_Stabilizer_96x64.onnx"]
+
+
+def test_the_registry_finds_a_new_method_by_its_module_alone(tmp_path, monkeypatch):
+    """Adding a method is its module (plus schema/config doc and a test): nothing else lists it."""
+    import numpy as np
+
+    import stereo3d.stabilisers as package
+    from stereo3d.io.mapstore import MapReader
+    from stereo3d.stabilisers import registry
+    from stereo3d.stages.near_maps import make_near_maps
+
+    extra = tmp_path / "methods"
+    extra.mkdir()
+    (extra / "constant.py").write_text(
+        "import numpy as np\n"
+        "from stereo3d.stabilisers.registry import Stabiliser\n"
+        "def run(job):\n"
+        "    for raw in job.depths:\n"
+        "        job.write(np.full(raw.shape, job.settings['level'], np.float32))\n"
+        "STABILISER = Stabiliser(name='constant', summary='test only', run=run, keys=('stabilise.level',))\n"
+    )
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(extra)])
+    registry.stabilisers.cache_clear()
+    try:
+        assert "constant" in stabilisers()
+        depth = tmp_path / "depth.maps"
+        with MapWriter(depth, "log", attrs={"start": 0}) as store:
+            for _ in range(3):
+                store.append(np.ones((4, 6), np.float32))
+        make_near_maps("clip.mp4", {}, depth, tmp_path / "near.maps", {"method": "constant", "level": 0.25})
+        with MapReader(tmp_path / "near.maps") as near:
+            assert near.frames == 3
+            np.testing.assert_allclose(near.read(), 0.25, atol=1e-4)
+    finally:
+        monkeypatch.undo()
+        registry.stabilisers.cache_clear()
+        sys.modules.pop("stereo3d.stabilisers.constant", None)
+    assert "constant" not in stabilisers()
+
+
+def test_an_unknown_method_names_the_valid_ones():
+    with pytest.raises(ValueError, match="valid: ema, frame, nvds"):
+        get_stabiliser("median")
+
+
+def test_stabiliser_rows_are_complete():
+    for stabiliser in stabilisers().values():
+        assert isinstance(stabiliser, Stabiliser) and stabiliser.summary
+        assert callable(stabiliser.run)
+        assert stabiliser.history >= 0
+        assert NearJob.__dataclass_fields__.keys() >= {"plan", "previous_depth", "models_dir"}
+
+
+def test_config_yaml_is_valid_and_complete_against_the_schema():
+    config = yaml.safe_load(CONFIG_DOC)
+    checked, warnings = validate_config(config, SCHEMA)
+    assert warnings == []
+
+    def leaves(node, prefix=""):
+        for k, v in node["properties"].items():
+            if v.get("type") == "object" and "properties" in v:
+                yield from leaves(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}"
+
+    for dotted in leaves(SCHEMA):
+        node = config
+        for part in dotted.split("."):
+            assert part in node, f"{dotted} is in the schema but not documented in config.yaml"
+            node = node[part]

@@ -1,0 +1,97 @@
+# Input and param functions of the rules (named get_*, never lambdas in rules): thin wrappers over
+# stereo3d.workflow.targets (T) and the segments of common.smk.
+from stereo3d.models.names import parse_da3_onnx_name
+
+
+def get_source(wildcards):
+    return str(T.videos[wildcards.video])
+
+
+def get_depth_segments(wildcards):
+    """Every depth segment of the video in frame order (requested depth key, else the current)."""
+    dkey = getattr(wildcards, "dkey", None) or T.depth_key(wildcards.video)
+    return segment_paths(P.depth, wildcards.video, dkey=dkey)
+
+
+def get_near_plan(wildcards):
+    if T.stabiliser(wildcards.video).plan is None:
+        return []
+    w = wildcards
+    return fill(P.near_plan, video=w.video, dkey=w.dkey, nkey=w.nkey)
+
+
+def get_previous_depth(wildcards):
+    """The depth segment before this one, for a stabiliser whose window reaches back."""
+    start = int(wildcards.seg.split("-")[0])
+    if not T.stabiliser(wildcards.video).history or start == 0:
+        return []
+    (previous,) = [
+        p for p in get_depth_segments(wildcards) if p.endswith(f"-{start:08d}.maps")
+    ]
+    return previous
+
+
+def get_near_models(wildcards):
+    return T.near_models(wildcards.video)
+
+
+def get_near_params(wildcards):
+    settings = T.near_settings(wildcards.video)
+    return current(wildcards, "nkey", settings, keys.near_key(settings))
+
+
+def get_render_params(wildcards):
+    settings = T.render_settings(wildcards.video)
+    return current(wildcards, "rkey", settings, keys.render_key(settings))
+
+
+def get_render_segments(wildcards):
+    v = wildcards.video
+    k = dict(dkey=T.depth_key(v), nkey=T.near_key(v), rkey=T.render_key(v))
+    return segment_paths(P.render, v, **k)
+
+
+def get_segment_starts(wildcards):
+    return [start for start, _ in segments(wildcards.video)]
+
+
+def get_da3_model(wildcards):
+    s = keys.parse_depth_key(wildcards.dkey)
+    return T.da3_export(s["variant"], s["size"], s["contract"])
+
+
+def get_da3_export(wildcards):
+    """The variant, size and contract a DA3 export's file name carries."""
+    variant, size, contract = parse_da3_onnx_name(wildcards.stem)
+    return {"variant": variant, "size": size, "contract": contract}
+
+
+def get_da3_export_weights(wildcards):
+    return T.da3_weights(get_da3_export(wildcards)["variant"])
+
+
+def get_tier_size(wildcards):
+    """(width, height) of an NVDS tier."""
+    return [int(side) for side in wildcards.tier.split("x")]
+
+
+def get_qc_near(wildcards):
+    """The video's near-map stores under its current keys, in frame order."""
+    v = wildcards.video
+    return segment_paths(P.near_maps, v, dkey=T.depth_key(v), nkey=T.near_key(v))
+
+
+def get_qc_near_settings(wildcards):
+    return T.near_settings(wildcards.video)
+
+
+def get_qc_render_settings(wildcards):
+    return T.render_settings(wildcards.video)
+
+
+def get_demo_outputs(wildcards):
+    if not DEMO:
+        raise WorkflowError(
+            "the demo target needs the demo configuration: --configfile demo/config.yaml"
+        )
+    return T.results()
