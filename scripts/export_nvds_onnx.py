@@ -4,7 +4,7 @@ Command line (the seed's options):
     python scripts/export_nvds_onnx.py --split --width 512 --height 288 --checkpoint weights/NVDS/NVDS_Stabilizer.pth
 
 From Snakemake (``script:``): input.checkpoint; output: the ONNX file(s); params: tier (width, height),
-mode ("split"/"monolith"), opset, fail_max_abs_err (optional), dynamic_batch (optional); log[0].
+mode ("split"/"monolith"), opset, dynamic_batch (optional); config export.nvds_fail_max_abs_err; log[0].
 """
 
 import argparse
@@ -91,7 +91,8 @@ def _snakemake_export(smk) -> None:
         opset=int(params.get("opset", 17)),
         device=params.get("device", "cpu"),
         dynamic_batch=bool(params.get("dynamic_batch", False)),
-        fail_max_abs_err=params.get("fail_max_abs_err"),
+        # A check, not a setting of the bytes: read from config so that changing it reruns nothing.
+        fail_max_abs_err=smk.config["export"]["nvds_fail_max_abs_err"],
         monolith_path=monolith,
     )
 

@@ -3,6 +3,7 @@
 import json
 
 from stereo3d.stages.render import EncodeSettings, render_video
+from stereo3d.stereo.layouts import layout_options
 from stereo3d.stereo.warp import StereoSettings, set_render_threads
 from stereo3d.workflow.scripting import run_guarded, setup_logging
 
@@ -18,8 +19,7 @@ def main():
         stereo=StereoSettings.from_config(s),
         layout=s["layout"],
         encode=EncodeSettings.from_config(s),
-        fov_deg=s["vr180_fov_deg"],
-        eye_px=s["vr180_eye_px"],
+        **layout_options(s["layout"], s),
     )
 
 

@@ -316,9 +316,9 @@ def test_snakemake_adapter_passes_params(recorded_exports, tmp_path, restore_log
             model={"variant": "small", "size": 140, "contract": "uint8"},
             opset=18,
             validate=True,
-            fail_rel_mean_err=0.01,
             exporter="dynamo",
         ),
+        config={"export": {"fail_rel_mean_err": 0.01}},
         log=[str(tmp_path / "export.log")],
     )
     _load_script().run_snakemake(smk)

@@ -1,9 +1,11 @@
 """The GPU allocator: fake device ids, real flocks, concurrent jobs as real processes."""
 
+from __future__ import annotations
+
+import logging
 import multiprocessing as mp
 import os
 import signal
-import time
 
 import pytest
 
@@ -14,72 +16,112 @@ from stereo3d.workflow import scripting
 NO_SCHEDULER: dict = {}
 FAKE = [0, 1, 2, 3, 5]  # ids the fake machine "has"
 CTX = mp.get_context("fork")  # each job its own process: flocks are per open file, dropped at process death
+HANG_S = 60  # only so that a broken allocator fails instead of hanging the suite; never what a test asserts
 
 
-def _hold(gpus, per_device, lock_dir, hold_s, queue):
-    """A GPU job: take a device, report (pid, device, time), keep it ``hold_s`` seconds."""
-    lease = acquire_device(gpus, per_device, lock_dir, environ=NO_SCHEDULER, present=FAKE, poll_s=0.05)
-    queue.put((os.getpid(), lease.device_id, time.monotonic()))
-    time.sleep(hold_s)
-    queue.put((os.getpid(), "done", time.monotonic()))
+class _SetOnWaiting(logging.Handler):
+    """Sets an event when the allocator logs that every slot is busy and it waits for one."""
+
+    def __init__(self, event):
+        super().__init__()
+        self.event = event
+
+    def emit(self, record):
+        if "waiting" in record.getMessage():
+            self.event.set()
 
 
-def _jobs(n, gpus, per_device, lock_dir, hold_s):
-    queue = CTX.Queue()
-    procs = [CTX.Process(target=_hold, args=(gpus, per_device, str(lock_dir), hold_s, queue)) for _ in range(n)]
-    for proc in procs:
-        proc.start()
-    return procs, queue
+def _job(gpus, per_device, lock_dir, acquired, waiting, release, releasing, freed=None):
+    """A GPU job: take a device (setting ``waiting`` if it finds every slot busy), report it on ``acquired``
+    (with whether ``freed`` was already set when it got it), hold it until ``release`` is set, set ``releasing``,
+    then let go."""
+    devices_log = logging.getLogger("stereo3d.runtime.devices")
+    devices_log.addHandler(_SetOnWaiting(waiting))
+    devices_log.setLevel(logging.INFO)
+    lease = acquire_device(
+        gpus, per_device, lock_dir, environ=NO_SCHEDULER, present=FAKE, timeout_s=HANG_S, poll_s=0.02
+    )
+    acquired.put((lease.device_id, None if freed is None else freed.is_set()))
+    if not release.wait(HANG_S):
+        raise SystemExit(3)
+    releasing.set()  # before the release: a job that got this device afterwards must see it set
+    lease.release()
 
 
-def _events(procs, queue, count):
-    events = [queue.get(timeout=60) for _ in range(count)]
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
-    return events
+class Job:
+    """One GPU job in a process of its own, driven by events (no sleeping, no clocks)."""
+
+    def __init__(self, gpus, per_device, lock_dir, freed=None):
+        self.acquired = CTX.Queue()
+        self.waiting, self.release, self.releasing = CTX.Event(), CTX.Event(), CTX.Event()
+        args = (gpus, per_device, str(lock_dir), self.acquired, self.waiting, self.release, self.releasing, freed)
+        self.proc = CTX.Process(target=_job, args=args)
+        self.device = self.saw_freed = None
+
+    def launch(self) -> Job:
+        self.proc.start()
+        return self
+
+    def wait_for_device(self) -> Job:
+        self.device, self.saw_freed = self.acquired.get(timeout=HANG_S)
+        return self
+
+    def start(self) -> Job:
+        """Launch the job and return once it holds a device."""
+        return self.launch().wait_for_device()
+
+    def finish(self) -> None:
+        self.release.set()
+        self.proc.join(HANG_S)
+        assert self.proc.exitcode == 0
 
 
 def test_concurrent_jobs_get_distinct_devices(tmp_path):
-    procs, queue = _jobs(3, [1, 3, 0], 1, tmp_path, hold_s=1.0)
-    events = _events(procs, queue, 6)
-    devices = [device for _, device, _ in events if device != "done"]
-    assert sorted(devices) == [0, 1, 3]
+    jobs = [Job([1, 3, 0], 1, tmp_path).launch() for _ in range(3)]
+    for job in jobs:  # every one holds its device until all three have one
+        job.wait_for_device()
+    assert sorted(job.device for job in jobs) == [0, 1, 3]
+    for job in jobs:
+        job.finish()
 
 
-def test_a_job_waits_while_every_device_is_busy_and_gets_the_freed_one(tmp_path):
-    procs, queue = _jobs(3, [2, 3], 1, tmp_path, hold_s=1.0)
-    events = _events(procs, queue, 6)
-    got = sorted((t, pid, device) for pid, device, t in events if device != "done")
-    done = {pid: t for pid, device, t in events if device == "done"}
-    first_two, third = got[:2], got[2]
-    assert {device for _, _, device in first_two} == {2, 3}
-    # The third job starts only after one of the first two finished, on the device that one released.
-    freed_by = min(first_two, key=lambda e: done[e[1]])
-    assert third[0] >= done[freed_by[1]] - 0.01
-    assert third[2] in {2, 3}
+def test_a_job_waits_while_every_device_is_busy_and_gets_the_one_freed_first(tmp_path):
+    first = Job([2, 3], 1, tmp_path).start()
+    second = Job([2, 3], 1, tmp_path).start()
+    assert (first.device, second.device) == (2, 3)  # in the configured order
+    # The third job finds both busy. The second job lets go first (the first keeps device 2 to the end), so the
+    # third must get device 3, and only after the second job started releasing it.
+    third = Job([2, 3], 1, tmp_path, freed=second.releasing).launch()
+    assert third.waiting.wait(HANG_S), "the third job never found both devices busy"
+    second.finish()
+    third.wait_for_device()
+    assert third.device == 3
+    assert third.saw_freed is True  # it did not take device 3 while the second job still held it
+    assert first.proc.is_alive()  # ...and device 2 was never free in between
+    first.finish()
+    third.finish()
 
 
 def test_jobs_per_device_lets_that_many_jobs_share_one_and_spreads_first(tmp_path):
-    procs, queue = _jobs(4, [0, 1], 2, tmp_path, hold_s=1.0)
-    events = _events(procs, queue, 8)
-    got = sorted(t for pid, device, t in events if device != "done")
-    devices = [device for _, device, _ in events if device != "done"]
+    jobs = []
+    for _ in range(4):  # one after the other, each holding its slot: nobody can wait, four slots for four jobs
+        jobs.append(Job([0, 1], 2, tmp_path).start())
+    devices = [job.device for job in jobs]
+    assert sorted(devices[:2]) == [0, 1]  # every device's first slot before any device's second
     assert sorted(devices) == [0, 0, 1, 1]
-    assert got[-1] - got[0] < 1.0  # nobody waited: four slots for four jobs
+    for job in jobs:
+        job.finish()
 
 
 def test_a_crashed_job_releases_its_device(tmp_path):
-    queue = CTX.Queue()
-    victim = CTX.Process(target=_hold, args=([5], 1, str(tmp_path), 60.0, queue))
-    victim.start()
-    _, device, _ = queue.get(timeout=60)
-    assert device == 5
+    victim = Job([5], 1, tmp_path).start()
+    assert victim.device == 5
     with pytest.raises(NoDeviceFree):
-        acquire_device([5], 1, tmp_path, environ=NO_SCHEDULER, present=[5], timeout_s=0.2, poll_s=0.05)
-    os.kill(victim.pid, signal.SIGKILL)  # no cleanup code runs: the kernel drops the flock
-    victim.join(10)
-    lease = acquire_device([5], 1, tmp_path, environ=NO_SCHEDULER, present=[5], timeout_s=5, poll_s=0.05)
+        acquire_device([5], 1, tmp_path, environ=NO_SCHEDULER, present=[5], timeout_s=0, poll_s=0.05)
+    os.kill(victim.proc.pid, signal.SIGKILL)  # no cleanup code runs: the kernel drops the flock
+    victim.proc.join(HANG_S)
+    assert victim.proc.exitcode == -signal.SIGKILL and not victim.releasing.is_set()
+    lease = acquire_device([5], 1, tmp_path, environ=NO_SCHEDULER, present=[5], timeout_s=0)
     assert lease.device_id == 5 and lease.held
     lease.release()
 

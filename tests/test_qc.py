@@ -3,6 +3,7 @@
 import json
 
 import cv2
+import matplotlib.colors as mcolors
 import numpy as np
 import pytest
 
@@ -10,6 +11,8 @@ from stereo3d.io.mapstore import write_maps
 from stereo3d.io.probe import probe_video
 from stereo3d.qc import figures, report, tables
 from stereo3d.qc import stats as qc_stats
+from stereo3d.stages.near_maps import make_near_maps
+from stereo3d.stages.near_plan import make_near_plan
 from stereo3d.stereo.warp import StereoSettings
 
 
@@ -36,17 +39,23 @@ def test_flicker_is_zero_for_still_maps_and_follows_the_mean_change():
     np.testing.assert_allclose(qc_stats.mean_abs_change(stepped), [0.1] * 4, atol=1e-6)
 
 
-def test_stabilised_flicker_below_raw_when_the_raw_range_jumps(tmp_path):
+def test_ema_stabilised_flicker_is_below_the_raw_and_equal_to_it_without_smoothing(tmp_path):
     rng = np.random.default_rng(0)
     base = 1.0 + rng.random((24, 32), dtype=np.float32)
     # Raw depth whose far tail jumps every other frame: per-frame normalisation breathes.
-    depth = [base * (1.0 if k % 2 else 1.0) + (3.0 if k % 2 else 0.0) * (base > 1.9) for k in range(8)]
-    near = [np.full((24, 32), 0.5, np.float32) for _ in range(8)]  # perfectly stable
-    d, n = _stores(tmp_path, depth, near)
-    stats = qc_stats.map_statistics(d, n, StereoSettings(), (2.0, 98.0), 3.0)
-    assert stats["flicker"]["stabilised_mean"] == pytest.approx(0.0, abs=1e-4)
-    assert stats["flicker"]["raw_mean"] > 0.01
-    assert stats["flicker_raw"].shape == (7,)
+    depth = [base + (3.0 if k % 2 else 0.0) * (base > 1.9) for k in range(8)]
+    write_maps(tmp_path / "depth.maps", depth, "log")
+    flicker = {alpha: _ema_flicker(tmp_path, alpha) for alpha in (0.1, 0.5, 1.0)}
+    raw = flicker[1.0]["flicker_raw"]
+    assert raw.shape == (7,) and raw.min() > 0.1
+    # The raw flicker is the same measure of the same depth whatever the stabiliser did.
+    for stats in flicker.values():
+        np.testing.assert_array_equal(stats["flicker_raw"], raw)
+    # Alpha 1 weighs only the newest frame: each frame keeps its own range, i.e. the per-frame maps.
+    np.testing.assert_allclose(flicker[1.0]["flicker_stabilised"], raw, rtol=1e-4)
+    means = [flicker[alpha]["flicker"]["stabilised_mean"] for alpha in (0.1, 0.5)]
+    assert means[0] < means[1] < flicker[1.0]["flicker"]["raw_mean"]
+    assert flicker[0.1]["flicker"]["ratio"] < 0.25
 
 
 def test_parallax_percentiles_of_a_flat_map_are_exact(tmp_path):
@@ -89,19 +98,41 @@ def test_mismatched_frame_counts_are_refused(tmp_path):
         qc_stats.map_statistics(d, [tmp_path / "short.maps"], StereoSettings(), (2.0, 98.0), 3.0)
 
 
-def test_nice_ticks_are_round_and_cover_the_range():
-    assert figures.nice_ticks(0.0, 1.0) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    assert figures.nice_ticks(-3.3, 3.3) == [-2.0, 0.0, 2.0]
-    assert figures.nice_ticks(-3.3, 3.3, target=8) == [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0]
-    assert figures.nice_ticks(0.00012, 0.00048) == pytest.approx([0.0002, 0.0003, 0.0004])
+def test_plots_are_pictures_of_the_report_size_showing_their_series(tmp_path):
+    flicker, parallax = _write_plots(tmp_path, frames=48)
+    for path in (flicker, parallax):
+        image = cv2.imread(str(path))
+        assert image.shape == (420, 1000, 3)
+        assert (image.min(axis=2) < 200).mean() > 0.02  # axes, text and curves, not a blank page
+    image = cv2.imread(str(flicker))
+    assert _pixels_of(image, figures.RAW_COLOUR) > 100 and _pixels_of(image, figures.STABLE_COLOUR) > 100
+    image = cv2.imread(str(parallax))
+    assert _pixels_of(image, figures.BAND_COLOUR) > 10_000  # the shaded p5..p95 band
+    assert _pixels_of(image, figures.LIMIT_COLOUR) > 100 and _pixels_of(image, figures.INK) > 100
 
 
-def test_line_plot_draws_its_series_in_their_colour():
-    x = np.linspace(0, 10, 50)
-    img = figures.line_plot([figures.Series("a", x, np.sin(x), (0, 0, 255))], "title", "x", "y", size=(400, 200))
-    assert img.shape == (200, 400, 3) and img.dtype == np.uint8
-    red = (img[:, :, 2] > 200) & (img[:, :, 0] < 60) & (img[:, :, 1] < 60)
-    assert red.sum() > 100
+def test_two_renders_of_the_same_input_are_the_same_bytes(tmp_path):
+    first, second = _write_plots(tmp_path / "a", frames=48), _write_plots(tmp_path / "b", frames=48)
+    for a, b in zip(first, second, strict=True):
+        assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("frames", [1, 0])
+def test_plots_of_a_one_frame_or_empty_video_are_drawn(tmp_path, frames):
+    for path in _write_plots(tmp_path, frames=frames):
+        image = cv2.imread(str(path))
+        assert image.shape == (420, 1000, 3) and (image.min(axis=2) < 200).any()
+
+
+def test_video_report_of_a_one_frame_clip(tmp_path, make_clip):
+    clip = make_clip("still.mp4", width=64, height=36, frames=1, fps="8")
+    probe = probe_video(clip)
+    d, n = _stores(tmp_path, [1.0 + _ramp(18, 32)], [_ramp(18, 32)])
+    outs = [tmp_path / name for name in ("sheet.png", "flicker.png", "parallax.png", "stats.json")]
+    stats = report.video_report(clip, probe, d, n, {}, (2.0, 98.0), 3.0, *outs, rows=2, tile_width=32)
+    assert stats["frames"] == 1 and stats["flicker"]["ratio"] is None
+    for path in outs[1:3]:
+        assert cv2.imread(str(path)).shape == (420, 1000, 3)
 
 
 def test_video_report_writes_every_figure_and_the_stats(tmp_path, make_clip):
@@ -178,3 +209,31 @@ def test_stereo_settings_ignore_keys_of_other_sections():
         {"divergence_pct": 3.5, "layout": "half_sbs", "crf": 20, "original_eye": "left"}
     )
     assert settings == StereoSettings(divergence_pct=3.5, original_eye="left")
+
+
+def _ema_flicker(tmp_path, alpha):
+    """map_statistics of the EMA's near maps (the real near_plan and near_maps stages) of depth.maps."""
+    settings = {"method": "ema", "low_pct": 2.0, "high_pct": 98.0, "ema_alpha": alpha, "cut_threshold": 0.25}
+    depth, plan, near = tmp_path / "depth.maps", tmp_path / f"plan-{alpha}.npz", tmp_path / f"near-{alpha}.maps"
+    make_near_plan([depth], plan, settings)
+    make_near_maps(tmp_path / "clip.mp4", {}, depth, near, settings, plan=plan)
+    return qc_stats.map_statistics([depth], [near], StereoSettings(), (2.0, 98.0), 3.0)
+
+
+def _write_plots(folder, frames):
+    """The flicker and parallax PNGs of a synthetic video of ``frames`` frames at 24 fps."""
+    rng = np.random.default_rng(3)
+    times = np.arange(frames) / 24.0
+    raw = 0.02 + 0.01 * rng.random(max(frames - 1, 0))
+    per_frame = np.array([-2.0, -1.0, 0.3, 1.5, 3.5]) + 0.2 * np.sin(times)[:, None]
+    stats = {"comfort": {"beyond_pct": 100.0 if frames else 0.0}}
+    paths = folder / "flicker.png", folder / "parallax.png"
+    figures.write_png(paths[0], figures.flicker_figure(times, raw, raw / 4, "clip.mp4"))
+    figures.write_png(paths[1], figures.parallax_figure(times, per_frame, 3.0, stats, "clip.mp4"))
+    return paths
+
+
+def _pixels_of(image, colour, tolerance=12):
+    """How many pixels of a BGR image are within ``tolerance`` of a matplotlib colour."""
+    bgr = np.array(mcolors.to_rgb(colour))[::-1] * 255
+    return int((np.abs(image.astype(np.float64) - bgr).max(axis=2) <= tolerance).sum())

@@ -1,15 +1,18 @@
-"""QC figures: the contact sheet (frame, raw depth, stabilised near map, anaglyph preview at a few timestamps),
-the flicker plot and the parallax/comfort plot, as PNG files."""
+"""QC figures, as PNG files: the contact sheet (frame, raw depth, stabilised near map, anaglyph preview at a few
+timestamps), composed from picture tiles with OpenCV, and the flicker and parallax/comfort line plots, drawn by
+matplotlib (Agg, no display). Every figure is a BGR array, so one writer (``write_png``) stores them all; the same
+input gives the same bytes, which keeps re-runs of the report from looking like changes."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import cv2
+import matplotlib.style
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from stereo3d.io.atomic import atomic_output
 from stereo3d.qc.stats import PERCENTILES, MapSequence, check_counts, frame_times
@@ -17,10 +20,15 @@ from stereo3d.stereo.layouts import anaglyph_dubois
 from stereo3d.stereo.near import near_from_depth
 from stereo3d.stereo.warp import StereoSettings, render_stereo
 
-# BGR colours of the figures
-INK, GRID, PAPER = (40, 40, 40), (225, 225, 225), (255, 255, 255)
-RAW_COLOUR, STABLE_COLOUR, LIMIT_COLOUR = (60, 120, 230), (180, 110, 30), (40, 40, 200)
-TAIL_COLOUR, GRID_DARK, BAND_COLOUR = (120, 120, 230), (170, 170, 170), (235, 215, 190)
+PLOT_SIZE_PX = (1000, 420)  # width, height of the line plots
+_DPI = 100
+# Plot colours (matplotlib, RGB) and the contact sheet's (OpenCV, BGR).
+INK, RAW_COLOUR, STABLE_COLOUR = "#282828", "#e6783c", "#1e6eb4"
+LIMIT_COLOUR, TAIL_COLOUR, BAND_COLOUR, ZERO_COLOUR = "#c82828", "#e67878", "#bed7eb", "#aaaaaa"
+SHEET_INK, PAPER = (40, 40, 40), (255, 255, 255)
+# The library's defaults, so a local matplotlibrc does not change the plots. Long paths (a feature
+# film has 10^5 frames) are drawn in chunks: faster, and Agg refuses a single path beyond its cell limit.
+_STYLE = {"agg.path.chunksize": 10_000, "font.size": 9, "axes.titlesize": 10, "legend.fontsize": 9}
 
 
 def contact_sheet(
@@ -73,146 +81,100 @@ def colourise(near: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def flicker_figure(times: np.ndarray, raw: np.ndarray, stable: np.ndarray, name: str) -> np.ndarray:
-    x = np.asarray(times[1 : len(raw) + 1])
+    """BGR line plot: mean |Δnear| between consecutive frames, raw (per-frame normalised) against stabilised."""
+    raw, stable = np.asarray(raw, dtype=np.float64), np.asarray(stable, dtype=np.float64)
+    x = np.asarray(times, dtype=np.float64)[1 : len(raw) + 1]  # a change belongs to the later frame
     ratio = f"{stable.mean() / raw.mean():.2f}" if raw.size and raw.mean() > 0 else "-"
-    return line_plot(
-        [Series("raw (per-frame normalised)", x, raw, RAW_COLOUR),
-         Series("stabilised", x, stable, STABLE_COLOUR)],
-        title=f"{name}: flicker, mean |dnear| between consecutive frames (stabilised / raw = {ratio})",
-        xlabel="time (s)", ylabel="mean |dnear|", y_from_zero=True,
-    )  # fmt: skip
+    title = f"{name}: flicker, mean |dnear| between consecutive frames (stabilised / raw = {ratio})"
+    with _style():
+        figure, axes = _plot_axes(title, "time (s)", "mean |dnear|")
+        _line(axes, x, raw, RAW_COLOUR, 1.2, "raw (per-frame normalised)")
+        _line(axes, x, stable, STABLE_COLOUR, 1.5, "stabilised")
+        axes.set_ylim(bottom=0.0)
+        if not raw.size:
+            _note(axes, "fewer than two frames: no change to measure")
+        axes.legend(loc="upper right")
+        return _render(figure)
 
 
 def parallax_figure(times: np.ndarray, per_frame: np.ndarray, limit_pct: float, stats: dict, name: str) -> np.ndarray:
-    x = np.asarray(times[: len(per_frame)])
-    columns = {p: per_frame[:, i] for i, p in enumerate(PERCENTILES)}
+    """BGR line plot: per-frame percentiles of screen parallax (% of the width) against the comfort limit."""
+    per_frame = np.asarray(per_frame, dtype=np.float64).reshape(-1, len(PERCENTILES))
+    x = np.asarray(times, dtype=np.float64)[: len(per_frame)]
+    column = {p: per_frame[:, i] for i, p in enumerate(PERCENTILES)}
     beyond = stats["comfort"]["beyond_pct"]
-    return line_plot(
-        [Series("p1 / p99", x, columns[1], TAIL_COLOUR, 1),
-         Series("", x, columns[99], TAIL_COLOUR, 1),
-         Series("p5 / p95", x, columns[5], STABLE_COLOUR),
-         Series("", x, columns[95], STABLE_COLOUR),
-         Series("median", x, columns[50], INK)],
-        title=f"{name}: screen parallax (% of width, + = in front of the screen); "
-              f"{beyond:.1f} % of frames beyond +-{limit_pct:g} %",
-        xlabel="time (s)", ylabel="parallax (% width)",
-        hlines=[(limit_pct, LIMIT_COLOUR, f"+{limit_pct:g} % comfort"), (-limit_pct, LIMIT_COLOUR, f"-{limit_pct:g} %"),
-                (0.0, GRID_DARK, "")],
-        band=(x, columns[5], columns[95], BAND_COLOUR),
-    )  # fmt: skip
+    title = (
+        f"{name}: screen parallax (% of width, + = in front of the screen); "
+        f"{beyond:.1f} % of frames beyond +-{limit_pct:g} %"
+    )
+    with _style():
+        figure, axes = _plot_axes(title, "time (s)", "parallax (% width)")
+        axes.fill_between(x, column[5], column[95], color=BAND_COLOUR, linewidth=0, zorder=1)
+        _line(axes, x, column[1], TAIL_COLOUR, 0.8, "p1 / p99")
+        _line(axes, x, column[99], TAIL_COLOUR, 0.8)
+        _line(axes, x, column[5], STABLE_COLOUR, 1.5, "p5 / p95")
+        _line(axes, x, column[95], STABLE_COLOUR, 1.5)
+        _line(axes, x, column[50], INK, 1.5, "median")
+        axes.axhline(0.0, color=ZERO_COLOUR, linewidth=0.8, zorder=1.5)
+        for value, label in ((limit_pct, f"+{limit_pct:g} % comfort"), (-limit_pct, f"-{limit_pct:g} %")):
+            axes.axhline(value, color=LIMIT_COLOUR, linewidth=1.0, linestyle=(0, (6, 6)), zorder=1.5)
+            # The limits are labelled on the plot, at their line: the legend is for the measured curves.
+            axes.annotate(label, (0.0, value), xycoords=axes.get_yaxis_transform(), xytext=(6, 3),
+                          textcoords="offset points", color=LIMIT_COLOUR, fontsize=8)  # fmt: skip
+        if not len(per_frame):
+            _note(axes, "no frames")
+        axes.legend(loc="upper right")
+        return _render(figure)
 
 
-@dataclasses.dataclass
-class Series:
-    label: str
-    x: np.ndarray
-    y: np.ndarray
-    colour: tuple[int, int, int]
-    thickness: int = 2
+def write_png(path: str | Path, image: np.ndarray) -> None:
+    """Store a BGR figure as a PNG, atomically (a killed job leaves no half-written picture)."""
+    with atomic_output(path) as tmp:
+        if not cv2.imwrite(str(tmp), image):
+            raise OSError(f"{path}: OpenCV could not write the PNG")
 
 
-def line_plot(
-    series: Sequence[Series],
-    title: str,
-    xlabel: str,
-    ylabel: str,
-    size: tuple[int, int] = (1000, 420),
-    hlines: Sequence[tuple[float, tuple[int, int, int], str]] = (),
-    band: tuple | None = None,
-    y_from_zero: bool = False,
-) -> np.ndarray:
-    """A BGR line plot with axes, ticks, grid, labels and a legend."""
-    width, height = size
-    left, right, top, bottom = 80, 20, 44, 52
-    img = np.full((height, width, 3), PAPER, dtype=np.uint8)
-    xs = np.concatenate([np.asarray(s.x, float) for s in series] or [np.zeros(1)])
-    ys = np.concatenate([np.asarray(s.y, float) for s in series] + [np.array([h[0] for h in hlines])])
-    ys = ys[np.isfinite(ys)]
-    x0, x1 = (float(xs.min()), float(xs.max())) if xs.size else (0.0, 1.0)
-    y0, y1 = (float(ys.min()), float(ys.max())) if ys.size else (0.0, 1.0)
-    if y_from_zero:
-        y0 = min(0.0, y0)
-    x0, x1 = _padded(x0, x1, 0.0)
-    y0, y1 = _padded(y0, y1, 0.05)
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def px(x, y):
-        u = left + (np.asarray(x, float) - x0) / (x1 - x0) * plot_w
-        v = top + (1.0 - (np.asarray(y, float) - y0) / (y1 - y0)) * plot_h
-        return np.stack([u, v], axis=-1)
-
-    font = cv2.FONT_HERSHEY_SIMPLEX
-    for value in nice_ticks(y0, y1):
-        v = int(round(px(x0, value)[1]))
-        cv2.line(img, (left, v), (left + plot_w, v), GRID, 1)
-        _text(img, _fmt(value), (left - 6, v + 4), align="right")
-    for value in nice_ticks(x0, x1):
-        u = int(round(px(value, y0)[0]))
-        cv2.line(img, (u, top), (u, top + plot_h), GRID, 1)
-        _text(img, _fmt(value), (u, top + plot_h + 18), align="centre")
-    if band is not None:
-        bx, lo, hi, colour = band
-        if len(bx) > 1:
-            poly = np.concatenate([px(bx, hi), px(bx[::-1], lo[::-1])])
-            cv2.fillPoly(img, [np.rint(poly).astype(np.int32)], colour, cv2.LINE_AA)
-    for value, colour, label in hlines:
-        v = int(round(px(x0, value)[1]))
-        for u in range(left, left + plot_w, 12):
-            cv2.line(img, (u, v), (min(u + 6, left + plot_w), v), colour, 1, cv2.LINE_AA)
-        if label:
-            _text(img, label, (left + 6, v - 5), colour=colour)
-    for s in series:
-        points = np.rint(px(s.x, s.y)).astype(np.int32)
-        if len(points) == 1:
-            cv2.circle(img, tuple(points[0]), 3, s.colour, -1, cv2.LINE_AA)
-        elif len(points) > 1:
-            cv2.polylines(img, [points], False, s.colour, s.thickness, cv2.LINE_AA)
-    cv2.rectangle(img, (left, top), (left + plot_w, top + plot_h), INK, 1)
-    _text(img, title, (left, 26), scale=0.5, thickness=1)
-    _text(img, xlabel, (left + plot_w // 2, height - 10), align="centre")
-    label = np.full((22, plot_h, 3), PAPER, dtype=np.uint8)
-    _text(label, ylabel, (plot_h // 2, 15), align="centre")
-    img[top : top + plot_h, 8:30] = np.rot90(label)
-    legend = [s for s in series if s.label]
-    for i, s in enumerate(legend):
-        v = top + 16 + 18 * i
-        (tw, _), _ = cv2.getTextSize(s.label, font, 0.42, 1)
-        u = left + plot_w - tw - 40
-        cv2.rectangle(img, (u - 6, v - 12), (left + plot_w - 4, v + 5), PAPER, -1)
-        cv2.line(img, (u, v - 4), (u + 24, v - 4), s.colour, 2, cv2.LINE_AA)
-        _text(img, s.label, (u + 30, v))
-    return img
+def _style():
+    return matplotlib.style.context(["default", _STYLE])
 
 
-def nice_ticks(lo: float, hi: float, target: int = 6) -> list[float]:
-    """Round tick values (1, 2, 5 × 10^k steps) covering [lo, hi]."""
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        return [lo]
-    raw = (hi - lo) / target
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step - 1e-9) * step
-    count = int(math.floor((hi - first) / step + 1e-9)) + 1
-    return [round(first + i * step, 12) for i in range(count)]
+def _plot_axes(title: str, xlabel: str, ylabel: str):
+    """A figure of ``PLOT_SIZE_PX`` on the Agg canvas (no display, no pyplot state) and its one set of axes."""
+    width, height = PLOT_SIZE_PX
+    figure = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI, facecolor="white")
+    FigureCanvasAgg(figure)
+    # Fixed margins, not a layout engine: the plot area stays put whatever the tick labels, and is cheap.
+    figure.subplots_adjust(left=0.075, right=0.985, top=0.9, bottom=0.12)
+    axes = figure.add_subplot()
+    axes.set_title(title, loc="left")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(True, color="#e1e1e1", linewidth=0.8)
+    axes.set_axisbelow(True)
+    return figure, axes
 
 
-def _padded(lo: float, hi: float, frac: float) -> tuple[float, float]:
-    if hi - lo < 1e-12:
-        pad = max(abs(hi), 1.0) * 0.1
-        return lo - pad, hi + pad
-    pad = (hi - lo) * frac
-    return lo - pad, hi + pad
+def _line(axes, x: np.ndarray, y: np.ndarray, colour: str, width: float, label: str | None = None) -> None:
+    # A lone point (a 1-frame video) is no line; a marker keeps it visible.
+    marker = "o" if len(x) == 1 else None
+    axes.plot(x, y, color=colour, linewidth=width, marker=marker, markersize=4, label=label or "_nolegend_", zorder=2)
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
+def _note(axes, text: str) -> None:
+    axes.text(0.5, 0.5, text, transform=axes.transAxes, ha="center", va="center", color=INK)
 
 
-def _text(img, text, origin, scale=0.42, colour=INK, thickness=1, align="left") -> None:
-    (tw, _), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, thickness)
+def _render(figure: Figure) -> np.ndarray:
+    figure.canvas.draw()
+    rgba = np.asarray(figure.canvas.buffer_rgba())
+    return cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGR)
+
+
+def _text(img: np.ndarray, text: str, origin: tuple[int, int], scale: float = 0.45, centred: bool = False) -> None:
+    (width, _), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
     u, v = origin
-    u = u - tw if align == "right" else u - tw // 2 if align == "centre" else u
-    cv2.putText(img, text, (int(u), int(v)), cv2.FONT_HERSHEY_SIMPLEX, scale, colour, thickness, cv2.LINE_AA)
+    u = u - width // 2 if centred else u
+    cv2.putText(img, text, (int(u), int(v)), cv2.FONT_HERSHEY_SIMPLEX, scale, SHEET_INK, 1, cv2.LINE_AA)
 
 
 def _pad(tile: np.ndarray, border: int = 2) -> np.ndarray:
@@ -224,16 +186,10 @@ def _label_row(labels: Sequence[str], width: int, align_left: bool = False) -> n
     strip_h = 26
     if align_left:
         strip = np.full((strip_h, width, 3), PAPER, dtype=np.uint8)
-        _text(strip, labels[0], (6, 18), scale=0.45)
+        _text(strip, labels[0], (6, 18))
         return strip
     column = width + 4  # tiles carry a 2-pixel border on each side
     strip = np.full((strip_h, column * len(labels), 3), PAPER, dtype=np.uint8)
     for i, label in enumerate(labels):
-        _text(strip, label, (i * column + column // 2, 18), scale=0.45, align="centre")
+        _text(strip, label, (i * column + column // 2, 18), centred=True)
     return strip
-
-
-def write_png(path: str | Path, image: np.ndarray) -> None:
-    with atomic_output(path) as tmp:
-        if not cv2.imwrite(str(tmp), image):
-            raise OSError(f"{path}: OpenCV could not write the PNG")

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
@@ -51,6 +51,9 @@ class Layout:
     size: Callable[..., tuple[int, int]]
     frame_packing: int | None  # H.264 frame-packing SEI arrangement type (x264 --frame-packing), None = none
     stereo_mode: str | None  # Matroska StereoMode as ffmpeg names it (also becomes the MP4 st3d box)
+    # Config keys of the render section this layout reads, and the pack/size keyword each becomes. Only the
+    # chosen layout's keys reach the render stage, so another layout's setting never reruns it.
+    options: Mapping[str, str] = field(default_factory=dict)
 
 
 def full_sbs(left: np.ndarray, right: np.ndarray, **_) -> np.ndarray:
@@ -136,10 +139,24 @@ LAYOUTS: dict[str, Layout] = {
         Layout("cross_eyed", "_RLF_cross", cross_eyed, lambda w, h, **_: (2 * w, h), None, "right_left"),
         Layout("anaglyph_dubois", "_Anaglyph_dubois", anaglyph_dubois, lambda w, h, **_: (w, h), None, None),
         Layout("anaglyph_color", "_Anaglyph_color", anaglyph_color, lambda w, h, **_: (w, h), None, None),
-        Layout("vr180", "_180x180_LR", vr180, _vr180_size, 3, "left_right"),
+        Layout(
+            "vr180",
+            "_180x180_LR",
+            vr180,
+            _vr180_size,
+            3,
+            "left_right",
+            {"vr180_fov_deg": "fov_deg", "vr180_eye_px": "eye_px"},
+        ),  # fmt: skip
     )
 }
 LAYOUT_TAGS = {name: layout.tag for name, layout in LAYOUTS.items()}
+LAYOUT_OPTION_KEYS = frozenset(key for layout in LAYOUTS.values() for key in layout.options)
+
+
+def layout_options(name: str, render: dict) -> dict:
+    """The pack/size keywords of layout ``name`` from a config ``render`` section (empty for most layouts)."""
+    return {keyword: render[key] for key, keyword in get_layout(name).options.items() if key in render}
 
 
 def get_layout(name: str) -> Layout:

@@ -16,6 +16,7 @@ from typing import Any
 from stereo3d.models.da3.runtime import FITS
 from stereo3d.models.names import DA3_VARIANTS
 from stereo3d.stabilisers import get_stabiliser
+from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, get_layout
 
 DEPTH_KEY = re.compile(rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)_(float|u8)_({'|'.join(FITS)})")
 NEAR_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
@@ -49,8 +50,11 @@ def near_settings(sections: dict, config: dict) -> dict:
 
 
 def render_settings(sections: dict) -> dict:
-    """Everything that changes the encoded stereo video's bytes."""
-    return {**sections["render"], **sections["encode"]}
+    """Everything that changes the encoded stereo video's bytes: the render and encode sections, less the
+    options of layouts other than the chosen one."""
+    layout = get_layout(sections["render"]["layout"])
+    render = {k: v for k, v in sections["render"].items() if k in layout.options or k not in LAYOUT_OPTION_KEYS}
+    return {**render, **sections["encode"]}
 
 
 def near_key(settings: dict) -> str:

@@ -5,12 +5,14 @@ is plain Python, tested without Snakemake; common.smk only adds what a checkpoin
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from stereo3d.models.names import da3_onnx_name, da3_weights_folder, nvds_onnx_names
 from stereo3d.models.validation import validation_path
 from stereo3d.stabilisers import Stabiliser, get_stabiliser
 from stereo3d.stereo.layouts import LAYOUT_TAGS
+from stereo3d.stereo.warp import StereoSettings
 from stereo3d.workflow import keys
 from stereo3d.workflow.paths import Paths, fill
 from stereo3d.workflow.preflight import check_weights
@@ -34,6 +36,11 @@ class Targets:
 
     def render_settings(self, video: str) -> dict:
         return keys.render_settings(self.settings[video])
+
+    def stereo_settings(self, video: str) -> dict:
+        """The renderer's geometry settings alone (what the QC figures draw with; the layout and encoder don't
+        change them)."""
+        return dataclasses.asdict(StereoSettings.from_config(self.settings[video]["render"]))
 
     def stabiliser(self, video: str) -> Stabiliser:
         return get_stabiliser(self.settings[video]["stabilise"]["method"])

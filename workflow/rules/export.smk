@@ -22,14 +22,12 @@ rule export_da3:
         model=get_da3_export,
         opset=config["export"]["da3_opset"],
         exporter=config["export"]["da3_exporter"],
-        fail_rel_mean_err=config["export"]["fail_rel_mean_err"],
     script:
         "../../scripts/da3_to_onnx.py"
 
 
 NVDS_EXPORT_PARAMS = dict(
     opset=config["export"]["nvds_opset"],
-    fail_max_abs_err=config["export"]["nvds_fail_max_abs_err"],
     tiny=config["export"]["nvds_architecture"] == "tiny",
 )
 

@@ -85,8 +85,8 @@ def get_qc_near_settings(wildcards):
     return T.near_settings(wildcards.video)
 
 
-def get_qc_render_settings(wildcards):
-    return T.render_settings(wildcards.video)
+def get_qc_stereo_settings(wildcards):
+    return T.stereo_settings(wildcards.video)
 
 
 def get_demo_outputs(wildcards):

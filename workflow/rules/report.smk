@@ -41,7 +41,7 @@ rule qc_video:
         mem_mb=2000,
     params:
         near=get_qc_near_settings,
-        render=get_qc_render_settings,
+        render=get_qc_stereo_settings,
         comfort_limit_pct=config["report"]["comfort_limit_pct"],
         rows=config["report"]["contact_sheet_rows"],
         tile_width=config["report"]["preview_width_px"],

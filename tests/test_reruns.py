@@ -1,0 +1,200 @@
+"""Exact reruns: every setting of the config schema, changed alone on a converted library, schedules exactly
+the stages that read it, and speed-only settings schedule nothing. The table below is checked against the
+schema, so a new key cannot be added without saying what it reruns."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import harness
+from harness import exported_workdir, snakemake, write_config
+
+from stereo3d.demo.samples import make_clip
+from stereo3d.workflow.config import load_schema
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
+
+# What a change reruns, from the first stage it touches (one video, QC report on).
+QC = {"qc_video", "qc_library"}
+ENCODE = {"render", "join", "qc_library"}  # the result changes; the QC figures do not
+RENDER = ENCODE | {"qc_video"}
+NEAR = RENDER | {"near_maps", "near_plan"}
+DEPTH = NEAR | {"depth"}
+EXPORT = DEPTH | {"export_da3", "qc_exports"}
+NOTHING: set[str] = set()
+NOT_A_STAGE_SETTING = None  # where things are or which videos: not a setting of any stage's bytes
+
+# key: (new value, rules scheduled). The library's video is stabilised by the EMA.
+EMA_LIBRARY = {
+    "library.folder": NOT_A_STAGE_SETTING,
+    "library.extensions": NOT_A_STAGE_SETTING,
+    "library.recursive": NOT_A_STAGE_SETTING,
+    "library.sheet": NOT_A_STAGE_SETTING,  # its rows: tests/test_segments.py, tests/test_sheet.py
+    "library.sheet_only": NOT_A_STAGE_SETTING,
+    "paths.weights": NOT_A_STAGE_SETTING,
+    "paths.models": NOT_A_STAGE_SETTING,
+    "paths.work": NOT_A_STAGE_SETTING,
+    "paths.results": NOT_A_STAGE_SETTING,
+    "paths.logs": NOT_A_STAGE_SETTING,
+    "paths.benchmarks": NOT_A_STAGE_SETTING,
+    "demo": NOT_A_STAGE_SETTING,
+    "segments.frames": (0, DEPTH),  # new frame ranges
+    "da3.variant": ("base", EXPORT),
+    "da3.size": (112, EXPORT),
+    "da3.contract": ("float", EXPORT),
+    "da3.fit": ("resize", DEPTH),
+    "da3.batch": (3, NOTHING),  # speed only
+    "export.da3_opset": (17, EXPORT),
+    "export.da3_exporter": ("legacy", EXPORT),
+    "export.fail_rel_mean_err": (1.0e-2, NOTHING),  # a check, not a setting of the bytes
+    "export.da3_extra": ([{"variant": "small", "size": 280, "contract": "uint8"}], NOTHING),  # `exports` only
+    "export.nvds_opset": (18, NOTHING),  # NVDS is not used by this library
+    "export.nvds_fail_max_abs_err": (1.0e-2, NOTHING),
+    "export.nvds_tiers": (["256x128"], NOTHING),
+    "export.nvds_modes": (["split"], NOTHING),
+    "export.nvds_architecture": ("tiny", NOTHING),
+    "near.low_pct": (5.0, NEAR),
+    "near.high_pct": (95.0, NEAR),
+    "stabilise.method": ("frame", NEAR - {"near_plan"}),  # frame needs no plan
+    "stabilise.ema_alpha": (0.3, NEAR),
+    "stabilise.cut_threshold": (0.5, NEAR),
+    "stabilise.nvds_tier": ("256x128", NOTHING),  # a setting of another method
+    "stabilise.nvds_graphs": ("monolith", NOTHING),
+    "render.layout": ("half_sbs", ENCODE),
+    "render.divergence_pct": (3.0, RENDER),
+    "render.convergence": (0.5, RENDER),
+    "render.edge_dilate_px": (3, RENDER),
+    "render.ipd_offset_pct": (1.0, RENDER),
+    "render.border_taper_pct": (5.0, RENDER),
+    "render.original_eye": ("left", RENDER),
+    "render.vr180_fov_deg": (100, NOTHING),  # an option of another layout
+    "render.vr180_eye_px": (512, NOTHING),
+    "encode.codec": ("libx265", ENCODE),
+    "encode.crf": (23, ENCODE),
+    "encode.preset": ("fast", ENCODE),
+    "encode.pix_fmt": ("yuv444p", ENCODE),
+    "encode.deep_codec": ("same", ENCODE),
+    "encode.stereo_signal": ("sei", ENCODE),
+    "runtime.providers": (["cuda", "cpu"], NOTHING),  # speed only, like every runtime key
+    "runtime.threads": (2, NOTHING),
+    "runtime.gpu_mem_limit_mb": (1024, NOTHING),
+    "runtime.gpus": ([0, 1], NOTHING),
+    "runtime.gpu_jobs_per_device": (2, NOTHING),
+    "runtime.gpu_lock_dir": ("/tmp/elsewhere", NOTHING),
+    "runtime.trt_cache_dir": ("/tmp/engines", NOTHING),
+    "report.qc": (False, NOTHING),
+    "report.comfort_limit_pct": (5.0, QC),
+    "report.contact_sheet_rows": (2, QC),
+    "report.preview_width_px": (160, QC),
+}
+# The same library stabilised by NVDS (tiny architecture): its own settings rerun it, the EMA's do not.
+NVDS_NEAR = RENDER | {"near_maps", "qc_exports"}
+NVDS_LIBRARY = {
+    "stabilise.nvds_tier": ("64x64", NVDS_NEAR | {"export_nvds_split"}),
+    "stabilise.nvds_graphs": ("monolith", NVDS_NEAR | {"export_nvds_monolith"}),
+    "stabilise.ema_alpha": (0.3, NOTHING),
+    "stabilise.cut_threshold": (0.5, NOTHING),
+    "export.nvds_opset": (18, NVDS_NEAR | {"export_nvds_split"}),
+    "export.nvds_fail_max_abs_err": (1.0e-2, NOTHING),
+    "stabilise.method": ("ema", NEAR | {"qc_exports"}),  # the NVDS models leave the validation table
+}
+BASE = {"segments": {"frames": 16}, "export": {"nvds_architecture": "tiny"}}
+
+
+def schema_keys(node: dict = SCHEMA, prefix: str = "") -> set[str]:
+    keys = set()
+    for name, sub in node["properties"].items():
+        if sub.get("type") == "object" and "properties" in sub:
+            keys |= schema_keys(sub, f"{prefix}{name}.")
+        else:
+            keys.add(f"{prefix}{name}")
+    return keys
+
+
+def scheduled(workdir: Path) -> set[str]:
+    """The rules a dry run would run (its 'Job stats' table), without the target rule."""
+    text = snakemake(workdir, "-n").stdout
+    rules = set(re.findall(r"^(\w+)\s+\d+$", text, flags=re.MULTILINE)) - {"total", "all"}
+    return rules
+
+
+def configure(workdir: Path, dotted: str | None = None, value=None, **base) -> None:
+    overrides = {section: dict(values) for section, values in {**BASE, **base}.items()}
+    if dotted is not None:
+        if "." in dotted:
+            section, name = dotted.split(".")
+            overrides.setdefault(section, {})[name] = value
+        else:
+            overrides[dotted] = value
+    write_config(workdir, **overrides)
+
+
+def library_workdir(tmp_path_factory, name: str) -> Path:
+    """A work folder with the session's DA3 export, and Snakemake's records of how it was made (the export ran
+    in the session's cache folder), so that a change of an export setting is seen as one."""
+    workdir = exported_workdir(tmp_path_factory, name)
+    records = harness._cache["cache"] / ".snakemake" / "metadata"
+    shutil.copytree(records, workdir / ".snakemake" / "metadata", dirs_exist_ok=True)
+    return workdir
+
+
+def test_the_table_covers_every_schema_key():
+    assert set(EMA_LIBRARY) == schema_keys()
+    assert set(NVDS_LIBRARY) <= schema_keys()
+
+
+@pytest.fixture(scope="module")
+def ema_library(tmp_path_factory):
+    from safetensors.numpy import save_file
+
+    from stereo3d.models.da3.checkpoint import HUB_PREFIX, WIDTH_KEY
+
+    workdir = library_workdir(tmp_path_factory, "reruns-ema")
+    make_clip(workdir / "videos/clip.mp4", width=64, height=36, frames=20, fps="10", audio=True)
+    # A dry run reads only the header of the Base weights: one tensor of Base's ViT width is enough.
+    (workdir / "weights/DA3/Base").mkdir(parents=True)
+    base = {HUB_PREFIX + WIDTH_KEY: np.zeros((768, 3, 14, 14), np.float16)}
+    save_file(base, str(workdir / "weights/DA3/Base/model.safetensors"))
+    configure(workdir)
+    snakemake(workdir)
+    assert scheduled(workdir) == NOTHING
+    return workdir
+
+
+@pytest.mark.parametrize("key", sorted(k for k, v in EMA_LIBRARY.items() if v is not NOT_A_STAGE_SETTING))
+def test_a_setting_reruns_exactly_the_stages_that_read_it(ema_library, key):
+    value, expected = EMA_LIBRARY[key]
+    configure(ema_library, key, value)
+    try:
+        assert scheduled(ema_library) == expected
+    finally:
+        configure(ema_library)
+
+
+@pytest.fixture(scope="module")
+def nvds_library(tmp_path_factory):
+    from stereo3d.demo.smoke import write_smoke_checkpoint
+    from stereo3d.models.nvds.model import NvdsConfig
+
+    workdir = library_workdir(tmp_path_factory, "reruns-nvds")
+    make_clip(workdir / "videos/clip.mp4", width=64, height=36, frames=20, fps="10")
+    write_smoke_checkpoint(workdir / "weights/NVDS/NVDS_Stabilizer.pth", config=NvdsConfig.tiny())
+    configure(workdir, stabilise={"method": "nvds", "nvds_tier": "96x64"})
+    snakemake(workdir)
+    return workdir
+
+
+@pytest.mark.parametrize("key", sorted(NVDS_LIBRARY))
+def test_nvds_settings_rerun_an_nvds_library_and_ema_settings_do_not(nvds_library, key):
+    value, expected = NVDS_LIBRARY[key]
+    stabilise = {"method": "nvds", "nvds_tier": "96x64"}
+    configure(nvds_library, key, value, stabilise=stabilise)
+    try:
+        assert scheduled(nvds_library) == expected
+    finally:
+        configure(nvds_library, stabilise=stabilise)
