@@ -164,13 +164,19 @@ def test_rotated_source_renders_upright_and_is_not_rotated_again(make_clip, tmp_
     assert (final["video"]["display_width"], final["video"]["display_height"]) == (96, 64)
 
 
-def test_ten_bit_hdr_source_stays_ten_bit_with_its_colour_tags(make_clip, tmp_path):
-    plain = make_clip("plain.mkv", width=64, height=48, frames=6, codec="libx265", pix_fmt="yuv420p10le",
+def hdr_source(make_clip, tmp_path: Path, frames: int) -> Path:
+    """A 10-bit HEVC clip with HDR10 signalling in the bitstream's VUI: BT.2020 primaries (9), PQ transfer (16),
+    BT.2020 matrix (9)."""
+    plain = make_clip("plain.mkv", width=64, height=48, frames=frames, codec="libx265", pix_fmt="yuv420p10le",
                       extra=("-x265-params", "log-level=error"))  # fmt: skip
-    # HDR10 signalling in the bitstream's VUI: BT.2020 primaries (9), PQ transfer (16), BT.2020 matrix (9).
     source = tmp_path / "hdr.mkv"
     vui = "hevc_metadata=colour_primaries=9:transfer_characteristics=16:matrix_coefficients=9"
     run_ffmpeg(["-i", ffmpeg_url(plain), "-c", "copy", "-bsf:v", vui, "-y", ffmpeg_url(source)], source, "tagging")
+    return source
+
+
+def test_ten_bit_hdr_source_stays_ten_bit_with_its_colour_tags(make_clip, tmp_path):
+    source = hdr_source(make_clip, tmp_path, frames=6)
     probe, video_only, summary = render(tmp_path, source)
     assert probe["video"]["bit_depth"] == 10 and probe["video"]["color_transfer"] == "smpte2084"
     assert summary["codec"] == "libx265" and summary["pix_fmt"] == "yuv420p10le"
@@ -253,3 +259,142 @@ def test_h264_frame_packing_sei_on_request_survives_the_mux(make_clip, tmp_path)
     assert re.search(r"side data - Stereo 3D: type - top and bottom", frame_side_data(final))
     assert "Stereo 3D" not in banner(final)  # the container says nothing: never both (ffmpeg cannot decode that)
     assert decodes(final)
+
+
+# --- after a multi-segment join, as the workflow delivers -------------------------------------------------------
+def joined(tmp_path: Path, source: Path, layout: str, encode: EncodeSettings, size: int = 8) -> Path:
+    """The source rendered in segments of ``size`` frames and joined with its streams, as the workflow does."""
+    probe = probe_video(source)
+    total = probe["video"]["frame_count"]
+    height, width = probe["video"]["display_height"], probe["video"]["display_width"]
+    starts, segments = list(range(0, total, size)), []
+    for start in starts:
+        count = min(size, total - start)
+        ramp = np.tile(np.linspace(0, 1, width, dtype=np.float32), (height, 1))
+        write_maps(tmp_path / f"{start}.maps", [ramp] * count, "linear", attrs={"start": start})
+        segments.append(tmp_path / f"{start}.mkv")
+        render_video(source, probe, tmp_path / f"{start}.maps", segments[-1], STEREO, layout, encode)
+    return join_segments(segments, starts, source, tmp_path / "final.mp4", probe)
+
+
+@pytest.mark.parametrize(("layout", "st3d"), [("full_sbs", 2), ("half_tb", 1)])
+def test_container_stereo_signalling_survives_a_multi_segment_join(make_clip, tmp_path, layout, st3d):
+    source = make_clip("clip.mp4", width=64, height=48, frames=20, audio=True)
+    final = joined(tmp_path, source, layout, FAST)
+    assert probe_video(final)["video"]["frame_count"] == 20
+    assert st3d_mode(final) == st3d
+    assert decodes(final)
+
+
+def test_frame_packing_sei_survives_a_multi_segment_join(make_clip, tmp_path):
+    source = make_clip("clip.mp4", width=64, height=48, frames=20)
+    final = joined(tmp_path, source, "full_sbs", EncodeSettings(preset="ultrafast", stereo_signal="sei"))
+    assert re.search(r"side data - Stereo 3D: type - side by side", frame_side_data(final))
+    assert st3d_mode(final) is None  # never both
+    assert decodes(final)
+
+
+def test_ten_bit_hdr_tags_survive_a_multi_segment_join(make_clip, tmp_path):
+    final = joined(tmp_path, hdr_source(make_clip, tmp_path, frames=20), "full_sbs", FAST)
+    out = probe_video(final)["video"]
+    assert out["codec"] == "hevc" and out["bit_depth"] == 10 and out["frame_count"] == 20
+    assert (out["color_space"], out["color_primaries"], out["color_transfer"]) == ("bt2020nc", "bt2020", "smpte2084")
+    assert st3d_mode(final) == 2
+    assert decodes(final)
+
+
+# --- every stream of the source ---------------------------------------------------------------------------------
+def pgs_subtitles(path: Path, cues: list[tuple[float, float]], size: tuple[int, int] = (64, 48)) -> Path:
+    """A Blu-ray PGS subtitle file (``.sup``) with one small opaque box per cue ``(start_s, end_s)``.
+
+    Bitmap subtitles cannot be made from text by ffmpeg, so the few segments of the format are written here:
+    each display set is a presentation composition (PCS), a window (WDS), a palette (PDS), the object (ODS,
+    run-length coded), and an end segment; a second set without objects clears the screen.
+    """
+    import struct
+
+    width, height = size
+
+    def segment(kind: int, pts_s: float, data: bytes) -> bytes:
+        ticks = round(pts_s * 90000)
+        return b"PG" + struct.pack(">IIBH", ticks, ticks, kind, len(data)) + data
+
+    def display_set(pts_s: float, number: int, show: bool) -> bytes:
+        box_w, box_h = 16, 8
+        objects = struct.pack(">HBBHH", 0, 0, 0, 8, 8) if show else b""
+        pcs = struct.pack(">HHBHBBBB", width, height, 0x10, number, 0x80, 0, 0, 1 if show else 0) + objects
+        wds = struct.pack(">BBHHHH", 1, 0, 8, 8, box_w, box_h)
+        out = segment(0x16, pts_s, pcs) + segment(0x17, pts_s, wds)
+        if show:
+            pds = struct.pack(">BB", 0, 0) + bytes([1, 235, 128, 128, 255])  # entry 1: opaque white
+            row = bytes([0, 0x80 | box_w, 1, 0, 0])  # box_w pixels of colour 1, then end of line
+            rle = row * box_h
+            ods = struct.pack(">HBB", 0, 0, 0xC0) + (len(rle) + 4).to_bytes(3, "big") + struct.pack(">HH", box_w, box_h)
+            out += segment(0x14, pts_s, pds) + segment(0x15, pts_s, ods + rle)
+        return out + segment(0x80, pts_s, b"")
+
+    data = b"".join(display_set(start, 2 * n, True) + display_set(end, 2 * n + 1, False)
+                    for n, (start, end) in enumerate(cues))  # fmt: skip
+    path.write_bytes(data)
+    return path
+
+
+def with_every_stream_kind(make_clip, tmp_path: Path) -> Path:
+    """A Matroska source with four audio tracks (AAC, AC-3 5.1, FLAC, PCM) and three subtitle tracks (SubRip,
+    ASS, PGS bitmaps), each with its language."""
+    base = make_clip("base.mkv", width=64, height=48, frames=24, fps="24", audio=True, subtitles=True)
+    ass = tmp_path / "styled.ass"
+    ass.write_text(
+        "[Script Info]\nScriptType: v4.00+\nPlayResX: 64\nPlayResY: 48\n\n[V4+ Styles]\n"
+        "Format: Name, Fontname, Fontsize, PrimaryColour, Bold, Italic, Alignment, MarginL, MarginR, MarginV\n"
+        "Style: Default,Arial,12,&H00FFFFFF,0,0,2,2,2,2\n\n[Events]\n"
+        "Format: Layer, Start, End, Style, Text\nDialogue: 0,0:00:00.10,0:00:00.80,Default,{\\i1}Bonjour{\\i0}\n",
+        encoding="utf-8",
+    )
+    sup = pgs_subtitles(tmp_path / "bitmaps.sup", [(0.1, 0.5), (0.6, 0.9)])
+    out = tmp_path / "every.mkv"
+    tone = "sine=frequency=660:sample_rate=48000:duration=1"
+    run_ffmpeg(
+        [
+            "-i", ffmpeg_url(base), "-f", "lavfi", "-i", tone, "-f", "lavfi", "-i", tone, "-f", "lavfi", "-i", tone,
+            "-i", ffmpeg_url(ass), "-i", ffmpeg_url(sup),
+            "-map", "0:v", "-map", "0:a", "-map", "1:a", "-map", "2:a", "-map", "3:a", "-map", "0:s", "-map", "4",
+            "-map", "5", "-shortest", "-c:v", "copy", "-c:a:0", "copy", "-c:a:1", "ac3", "-ac:a:1", "6",
+            "-c:a:2", "flac", "-c:a:3", "pcm_s16le", "-c:s", "copy",
+            "-metadata:s:a:1", "language=fra", "-metadata:s:a:2", "language=deu", "-metadata:s:a:3", "language=spa",
+            "-metadata:s:s:1", "language=fra", "-metadata:s:s:2", "language=jpn", "-y", ffmpeg_url(out),
+        ],
+        out, "making the test source",
+    )  # fmt: skip
+    return out
+
+
+def test_mp4_keeps_every_audio_track_and_the_subtitles_it_can_hold(make_clip, tmp_path, caplog):
+    source = with_every_stream_kind(make_clip, tmp_path)
+    probe = probe_video(source)
+    assert [a["codec"] for a in probe["audio"]] == ["aac", "ac3", "flac", "pcm_s16le"]
+    assert [s["codec"] for s in probe["subtitles"]] == ["subrip", "ass", "hdmv_pgs_subtitle"]
+    with caplog.at_level(logging.WARNING, logger="stereo3d.io.mux"):
+        final = joined(tmp_path, source, "full_sbs", FAST)
+    out = probe_video(final)
+    # Copied as they are where MP4 holds them; PCM becomes AAC (README: Outputs and their names).
+    assert [a["codec"] for a in out["audio"]] == ["aac", "ac3", "flac", "aac"]
+    assert [a["language"] for a in out["audio"]] == ["eng", "fra", "deu", "spa"]
+    assert [a["channels"] for a in out["audio"]][1] == 6
+    # Text subtitles become MP4's own text format; PGS bitmaps have no place in MP4 and are left out, saying so.
+    assert [(s["codec"], s["language"]) for s in out["subtitles"]] == [("mov_text", "eng"), ("mov_text", "fra")]
+    assert "hdmv_pgs_subtitle" in caplog.text and "left out" in caplog.text
+    assert decodes(final)
+
+
+def test_dvd_bitmap_subtitles_are_copied_into_mp4(make_clip, tmp_path):
+    base = make_clip("base.mkv", width=64, height=48, frames=24, fps="24", audio=True)
+    sup = pgs_subtitles(tmp_path / "bitmaps.sup", [(0.1, 0.5)])
+    source = tmp_path / "dvd.mkv"
+    # fix_sub_duration: each bitmap cue ends where the clearing display set says (as DVD rips store it).
+    run_ffmpeg(["-i", ffmpeg_url(base), "-fix_sub_duration", "-i", ffmpeg_url(sup), "-map", "0", "-map", "1",
+                "-c:v", "copy", "-c:a", "copy", "-c:s", "dvdsub", "-y", ffmpeg_url(source)], source,
+               "making the test source")  # fmt: skip
+    assert [s["codec"] for s in probe_video(source)["subtitles"]] == ["dvd_subtitle"]
+    out = probe_video(joined(tmp_path, source, "full_sbs", FAST))
+    assert [s["codec"] for s in out["subtitles"]] == ["dvd_subtitle"]

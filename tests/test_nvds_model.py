@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import OrderedDict
 from pathlib import Path
 
@@ -14,8 +15,19 @@ from stereo3d.errors import BadWeights
 from stereo3d.models.nvds.checkpoint import is_smoke, load_nvds, read_state_dict
 from stereo3d.models.nvds.model import NVDS, NvdsConfig, parameter_count
 
-KEYS_TSV = Path("/work/shared/specs/nvds_state_dict_keys.tsv")
 TINY = NvdsConfig.tiny()
+# sha256 of the published state-dict key list (the spec's nvds_state_dict_keys.tsv: its "key<TAB>shape<TAB>dtype"
+# rows, comment line dropped, each ending in a newline), so the key check runs on any machine. Point this variable
+# at a copy of the list to also compare it row by row (a readable diff when the digest fails).
+KEYS_TSV_ENV = "NVDS_KEYS_TSV"
+PUBLISHED_KEYS_SHA256 = "9c8c66ed8572866d384e001bba00a2dcdaaf4c78473f52559899f9af9eb4dcc5"
+# Static vs faithful: not the same float operations (the static form adds biases after the matrix products, where
+# nn.Linear fuses them into addmm, and projects q/k/v per head), so some values round differently, by amounts that
+# depend on the CPU and BLAS. Compared before the final ReLU, where the head's output is of order 1 (std ~0.5, max
+# ~3 here). Measured: max abs 1.2e-6 to 1.7e-6 at these sizes; the full model 3.1e-6 at 256x128 and 3.8e-6 at
+# 512x288 (up to ~6e-6 on other machines). 1e-5 is ~80 float32 ulps at 1, room for any BLAS, and far below what a
+# real fault gives (two keys swapped in one window: 2.5e-3; the unfold masks dropped: 0.14).
+STATIC_MAX_ABS = 1e-5
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -47,17 +59,17 @@ def _model(state, attention="faithful", size=None):
     return model.eval()
 
 
-@pytest.mark.skipif(not KEYS_TSV.is_file(), reason="spec key list not available")
 def test_full_model_state_dict_matches_the_released_key_list():
-    rows = [line.rstrip("\n").split("\t") for line in KEYS_TSV.read_text().splitlines() if not line.startswith("#")]
     with torch.device("meta"):
         model = NVDS(NvdsConfig())
     state = model.state_dict()
-    assert len(rows) == len(state) == 1235
-    assert [r[0] for r in rows] == ["module." + k for k in state]  # same keys, same order
-    assert [r[1] for r in rows] == [str(list(v.shape)) for v in state.values()]
-    assert [r[2] for r in rows] == [str(v.dtype).removeprefix("torch.") for v in state.values()]
+    rows = [f"module.{k}\t{list(v.shape)}\t{str(v.dtype).removeprefix('torch.')}" for k, v in state.items()]
+    assert len(rows) == 1235
     assert parameter_count(model) == 88_537_890
+    if os.environ.get(KEYS_TSV_ENV):
+        published = Path(os.environ[KEYS_TSV_ENV]).read_text().splitlines()
+        assert rows == [line for line in published if not line.startswith("#")]  # same keys, order, shapes, dtypes
+    assert hashlib.sha256("".join(r + "\n" for r in rows).encode()).hexdigest() == PUBLISHED_KEYS_SHA256
 
 
 def test_tiny_config_is_the_spec_test_config():
@@ -66,16 +78,29 @@ def test_tiny_config_is_the_spec_test_config():
     assert 310_000 < parameter_count(model) < 320_000
 
 
+def _outputs(model, x):
+    """The model's output, and the head's before the final ReLU (of order 1, and nothing clipped away)."""
+    seen = []
+    hook = model.Stabilizer.register_forward_hook(lambda module, args, out: seen.append(out))
+    try:
+        with torch.no_grad():
+            out = model(x)
+    finally:
+        hook.remove()
+    return out, seen[0]
+
+
 # 64x96 and 40x52 pad the 1/4-scale map to whole windows, 56x84 needs no padding, 36x44 is one window high
 @pytest.mark.parametrize("size", [(64, 96), (40, 52), (56, 84), (36, 44)])
-def test_static_attention_is_bitwise_equal_to_faithful(tiny_state, size):
+def test_static_attention_equals_faithful_to_float_rounding(tiny_state, size):
     assert tiny_state["Stabilizer.decoder_focal.blocks.0.attn.relative_position_bias_table"].abs().min() > 0
     x = _window(*size)
-    with torch.no_grad():
-        faithful = _model(tiny_state)(x)
-        static = _model(tiny_state, "static", size)(x)
+    faithful, faithful_head = _outputs(_model(tiny_state), x)
+    static, static_head = _outputs(_model(tiny_state, "static", size), x)
     assert faithful.shape == (1, 1, *size)
-    assert torch.equal(faithful, static)
+    assert faithful_head.std() > 0.1  # of order 1: the bound is meant for that scale
+    assert (static_head - faithful_head).abs().max() <= STATIC_MAX_ABS
+    assert (static - faithful).abs().max() <= STATIC_MAX_ABS
 
 
 def test_static_form_refuses_another_size(tiny_state):

@@ -1,21 +1,26 @@
-"""NVDS runtime: causal window over cached features, letterboxing, monolith fallback; no torch needed."""
+"""NVDS runtime: causal window over cached features, letterboxing, graph choice, providers; no torch needed."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from stereo3d.errors import BadModel
+from stereo3d.models.nvds import runtime
 from stereo3d.models.nvds.runtime import letterbox, open_stabiliser, prepare_frame
-from stereo3d.runtime.sessions import SessionOptions
+from stereo3d.runtime.sessions import SessionOptions, provider_list
 
 WIDTH, HEIGHT = 96, 64
 CPU = SessionOptions(providers=("cpu",), threads=1)
+SPLIT_FILES = ["NVDS_Backbone_96x64.onnx", "NVDS_Head_96x64.onnx"]
+MONOLITH_FILES = ["NVDS_Stabilizer_96x64.onnx"]
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +28,24 @@ def models(tmp_path_factory):
     from test_nvds_export import tiny_export  # one export per session, shared with the export tests
 
     return tiny_export(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """``(file name, SessionOptions)`` of every session the stabiliser opens; the real sessions are opened."""
+    calls = []
+    real = runtime.open_session
+
+    def recording(path, options=SessionOptions()):
+        calls.append((Path(path).name, options))
+        return real(path, options)
+
+    monkeypatch.setattr(runtime, "open_session", recording)
+    return calls
+
+
+def _names(providers: list) -> list[str]:
+    return [p if isinstance(p, str) else p[0] for p in providers]
 
 
 def _frames(n, h, w, seed=0):
@@ -95,6 +118,33 @@ def test_monolith_is_the_fallback_and_agrees_with_the_split(models, tmp_path):
         np.testing.assert_allclose(mono.step(rgb, near), split.step(rgb, near), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("graphs", "mode", "files"),
+    [("monolith", "monolith", MONOLITH_FILES), ("split", "split", SPLIT_FILES), (None, "split", SPLIT_FILES)],
+)
+def test_the_graphs_asked_for_are_the_graphs_run(models, opened, graphs, mode, files):
+    # Both the split pair and the monolith are in `models`: the choice alone decides which are opened.
+    stab = open_stabiliser(models, WIDTH, HEIGHT, CPU, graphs=graphs)
+    assert stab.mode == mode
+    assert [name for name, _ in opened] == files
+    rgb, near = _frames(1, 64, 96)[0]
+    assert stab.step(rgb, near).shape == (64, 96)
+
+
+@pytest.mark.parametrize(
+    ("graphs", "present", "missing"),
+    [("split", MONOLITH_FILES, SPLIT_FILES), ("monolith", SPLIT_FILES, MONOLITH_FILES)],
+)
+def test_graphs_asked_for_but_absent_are_named(models, tmp_path, graphs, present, missing):
+    for name in present:
+        shutil.copy(models / name, tmp_path)
+    with pytest.raises(BadModel) as info:
+        open_stabiliser(tmp_path, WIDTH, HEIGHT, CPU, graphs=graphs)
+    message = str(info.value)
+    assert "\n" not in message and f"({graphs}: {', '.join(missing)} missing" in message
+    assert not any(name in message for name in present)
+
+
 def test_missing_graphs_are_one_bad_model_line(tmp_path):
     with pytest.raises(BadModel, match="no NVDS graphs for tier 96x64"):
         open_stabiliser(tmp_path, WIDTH, HEIGHT, CPU)
@@ -106,11 +156,19 @@ def test_a_graph_of_another_tier_is_refused(models, tmp_path):
         open_stabiliser(tmp_path, 128, 64, CPU)
 
 
-def test_tensorrt_requests_are_served_by_cuda(models, caplog):
-    with caplog.at_level(logging.WARNING):
-        stab = open_stabiliser(models, WIDTH, HEIGHT, SessionOptions(providers=("tensorrt", "cpu"), threads=1))
-    assert stab.mode == "split"
-    assert "TensorRT" not in " ".join(stab._sessions["head"].get_providers())
+def test_tensorrt_requests_are_served_by_cuda(models, opened, caplog, monkeypatch):
+    monkeypatch.setattr(runtime, "_warned_tensorrt", False)  # it warns once per process: start from none
+    asked = SessionOptions(providers=("tensorrt", "cpu"), threads=1, gpu_mem_limit_mb=256)
+    with caplog.at_level(logging.WARNING, logger=runtime.log.name):
+        stab = open_stabiliser(models, WIDTH, HEIGHT, asked)
+        open_stabiliser(models, WIDTH, HEIGHT, asked, graphs="monolith")
+    # Every session gets the request with TensorRT replaced by CUDA, the other settings kept (the arena bound).
+    served = dataclasses.replace(asked, providers=("cuda", "cpu"))
+    assert opened == [(name, served) for name in SPLIT_FILES + MONOLITH_FILES]
+    assert "TensorrtExecutionProvider" not in _names(provider_list(served))
+    assert "TensorrtExecutionProvider" not in stab._sessions["head"].get_providers()
+    warnings = [r for r in caplog.records if r.name == runtime.log.name and "TensorRT requested" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
 
 
 def test_runtime_module_does_not_import_torch():

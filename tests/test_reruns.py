@@ -8,9 +8,9 @@ import re
 import shutil
 from pathlib import Path
 
+import harness
 import numpy as np
 import pytest
-import harness
 from harness import exported_workdir, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip

@@ -74,8 +74,9 @@ def write_smoke_checkpoint(path: str | Path, config: NvdsConfig | None = None, s
     torch.save(prefixed, buf)
     with atomic_output(path) as tmp:
         tmp.write_bytes(buf.getvalue())
-    log.warning("%s: wrote SMOKE NVDS weights (seed %d): outputs are meaningless until real weights are placed",
-                path, seed)
+    log.warning(
+        "%s: wrote SMOKE NVDS weights (seed %d): outputs are meaningless until real weights are placed", path, seed
+    )
     return path
 
 
@@ -106,7 +107,7 @@ def random_state_dict(config: NvdsConfig, seed: int = 0, smoke_mark: bool = Fals
         state[key] = value.contiguous()
     if smoke_mark:
         mark = torch.zeros_like(state[SMOKE_KEY]).reshape(-1)
-        mark[:len(SMOKE_TAG)] = torch.tensor(list(SMOKE_TAG), dtype=mark.dtype)
+        mark[: len(SMOKE_TAG)] = torch.tensor(list(SMOKE_TAG), dtype=mark.dtype)
         state[SMOKE_KEY] = mark.reshape(state[SMOKE_KEY].shape)
         _centre_output(state, config)
     return state

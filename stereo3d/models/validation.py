@@ -48,8 +48,9 @@ def write_validation(onnx_path: str | Path, report: Mapping[str, Any]) -> Path:
     return out
 
 
-def check_error(onnx_path: str | Path, figures: Mapping[str, float], fail_rel_mean_err: float | None,
-                what: str = "ONNX vs PyTorch") -> None:
+def check_error(
+    onnx_path: str | Path, figures: Mapping[str, float], fail_rel_mean_err: float | None, what: str = "ONNX vs PyTorch"
+) -> None:
     """Warn above the seed's 1e-2; raise above the configured limit (None: never)."""
     from stereo3d.errors import ExportMismatch
 

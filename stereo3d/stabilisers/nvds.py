@@ -7,12 +7,16 @@ their pictures decoded again), so segments agree with an unsegmented run.
 
 from __future__ import annotations
 
+import logging
+
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.mapstore import MapReader
 from stereo3d.models.names import nvds_onnx_names
 from stereo3d.models.nvds.runtime import WINDOW_FRAMES, open_stabiliser
 from stereo3d.stabilisers.registry import NearJob, Stabiliser
 from stereo3d.stereo.near import near_from_depth
+
+log = logging.getLogger(__name__)
 
 HISTORY = WINDOW_FRAMES - 1  # frames before the target in the window
 
@@ -25,6 +29,7 @@ def run(job: NearJob) -> None:
     tier = tuple(int(v) for v in job.settings["nvds_tier"].split("x"))
     low, high = job.settings["low_pct"], job.settings["high_pct"]
     stabiliser = open_stabiliser(job.models_dir, *tier, job.options, graphs=job.settings["nvds_graphs"])
+    log.info("NVDS %s: %s graphs", job.settings["nvds_tier"], stabiliser.mode)
     history = min(HISTORY, job.start)
     if history and job.previous_depth is None:
         raise ValueError("an NVDS segment after the first needs the previous segment's depth")

@@ -16,6 +16,8 @@ if DEMO:
             P.da3_weights,
         log:
             P.log("smoke_da3_weights", "{folder}"),
+        benchmark:
+            P.benchmark("smoke_da3_weights", "{folder}")
         wildcard_constraints:
             folder="|".join(map(da3_weights_folder, DA3_VARIANTS)),
         conda:
@@ -29,6 +31,8 @@ if DEMO:
             P.nvds_weights,
         log:
             P.log("smoke_nvds_weights", "NVDS_Stabilizer"),
+        benchmark:
+            P.benchmark("smoke_nvds_weights", "NVDS_Stabilizer")
         conda:
             "../../envs/export.yaml"
         params:
@@ -42,6 +46,8 @@ if DEMO:
             [str(path) for path in T.videos.values()],
         log:
             P.log("demo_library", "library"),
+        benchmark:
+            P.benchmark("demo_library", "library")
         conda:
             "../../envs/runtime.yaml"
         script:

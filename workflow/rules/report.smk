@@ -62,6 +62,8 @@ rule qc_exports:
         ),
     log:
         P.log("qc_exports", "library"),
+    benchmark:
+        P.benchmark("qc_exports", "library")
     conda:
         "../../envs/runtime.yaml"
     script:
@@ -89,6 +91,8 @@ rule qc_library:
         benchmarks_csv=fill(P.qc_library, name="benchmarks.csv"),
     log:
         P.log("qc_library", "library"),
+    benchmark:
+        P.benchmark("qc_library", "library")
     conda:
         "../../envs/runtime.yaml"
     params:

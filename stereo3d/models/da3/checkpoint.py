@@ -47,8 +47,11 @@ def load_da3_weights(net, path: str | Path) -> dict[str, Any]:
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
         raise BadWeights(path, _key_mismatch(missing, unexpected, len(tensors)))
-    wrong = [f"{k} file {list(v.shape)} vs model {list(expected[k].shape)}"
-             for k, v in state.items() if v.shape != expected[k].shape]
+    wrong = [
+        f"{k} file {list(v.shape)} vs model {list(expected[k].shape)}"
+        for k, v in state.items()
+        if v.shape != expected[k].shape
+    ]
     if wrong:
         raise BadWeights(path, f"{len(wrong)} tensors have the wrong shape: {_listed(wrong)}")
     not_float = sorted(k for k, v in state.items() if expected[k].is_floating_point() and not v.is_floating_point())
@@ -90,14 +93,20 @@ def check_weights_header(path: str | Path, variant: str) -> dict[str, Any]:
         raise BadWeights(path, f"truncated: the header promises {8 + length + end} bytes, the file has {size}")
     width_entry = header.get(HUB_PREFIX + WIDTH_KEY)
     if width_entry is None:
-        raise BadWeights(path, f"not a DA3 checkpoint: no {HUB_PREFIX}{WIDTH_KEY} among its {len(header)} "
-                               f"tensors (first: {_listed(sorted(header))})")
+        raise BadWeights(
+            path,
+            f"not a DA3 checkpoint: no {HUB_PREFIX}{WIDTH_KEY} among its {len(header)} "
+            f"tensors (first: {_listed(sorted(header))})",
+        )
     got = int(width_entry["shape"][0])
     want = {"small": 384, "base": 768}[variant]
     if got != want:
-        raise BadWeights(path, f"these are DA3 {WIDTH_NAMES.get(got, f'unknown ViT width {got}')} weights (ViT "
-                               f"width {got}) but the model is DA3 {WIDTH_NAMES[want]} (width {want}): wrong "
-                               "variant folder?")
+        raise BadWeights(
+            path,
+            f"these are DA3 {WIDTH_NAMES.get(got, f'unknown ViT width {got}')} weights (ViT "
+            f"width {got}) but the model is DA3 {WIDTH_NAMES[want]} (width {want}): wrong "
+            "variant folder?",
+        )
     return metadata
 
 
@@ -142,13 +151,17 @@ def _check_same_model(path: Path, state: dict, expected: dict) -> None:
     """Another model's file, or the other DA3 variant, named as such before any key listing."""
     if WIDTH_KEY not in state:
         sample = _listed(sorted(state))
-        raise BadWeights(path, f"not a DA3 checkpoint: no {HUB_PREFIX}{WIDTH_KEY} among its {len(state)} "
-                               f"tensors (first: {sample})")
+        raise BadWeights(
+            path, f"not a DA3 checkpoint: no {HUB_PREFIX}{WIDTH_KEY} among its {len(state)} tensors (first: {sample})"
+        )
     got, want = state[WIDTH_KEY].shape[0], expected[WIDTH_KEY].shape[0]
     if got != want:
         got_name = WIDTH_NAMES.get(got, f"unknown ViT width {got}")
-        raise BadWeights(path, f"these are DA3 {got_name} weights (ViT width {got}) but the model is DA3 "
-                               f"{WIDTH_NAMES.get(want, want)} (width {want}): wrong variant folder?")
+        raise BadWeights(
+            path,
+            f"these are DA3 {got_name} weights (ViT width {got}) but the model is DA3 "
+            f"{WIDTH_NAMES.get(want, want)} (width {want}): wrong variant folder?",
+        )
 
 
 def _key_mismatch(missing: list[str], unexpected: list[str], n_file: int) -> str:

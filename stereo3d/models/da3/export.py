@@ -27,8 +27,8 @@ from stereo3d.models.da3.model import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     VARIANTS,
-    check_choice,
     build_da3,
+    check_choice,
     check_size,
     depth_module,
     export_patches,
@@ -75,9 +75,18 @@ def parse_da3_onnx_name(name: str | Path) -> tuple[str, int, str]:
     return variant, size, contract
 
 
-def export_da3(weights: str | Path, out_path: str | Path, variant: str, size: int = DEFAULT_SIZE,
-               contract: str = "float", opset: int = 18, device: str = "cpu", validate: bool = True,
-               fail_rel_mean_err: float | None = None, exporter: str = "dynamo") -> dict[str, Any]:
+def export_da3(
+    weights: str | Path,
+    out_path: str | Path,
+    variant: str,
+    size: int = DEFAULT_SIZE,
+    contract: str = "float",
+    opset: int = 18,
+    device: str = "cpu",
+    validate: bool = True,
+    fail_rel_mean_err: float | None = None,
+    exporter: str = "dynamo",
+) -> dict[str, Any]:
     """Export DA3 ``variant`` at side ``size`` to ``out_path`` (atomically) and write its validation JSON.
 
     Returns the report written beside the model. With ``validate``, ONNX Runtime (CPU) is compared
@@ -111,12 +120,23 @@ def export_da3(weights: str | Path, out_path: str | Path, variant: str, size: in
     set_metadata(proto, _metadata(variant, size, contract, weights_sha256, facts["smoke"]))
 
     report: dict[str, Any] = {
-        "model": "da3", "variant": variant, "size": size, "contract": contract, "opset": opset,
-        "exporter": exporter, "device": device, "torch": torch.__version__, "onnx": onnx.__version__,
-        "weights": str(weights), "weights_sha256": weights_sha256, "smoke": facts["smoke"],
-        "export_seconds": round(export_seconds, 2), "nodes": len(proto.graph.node),
+        "model": "da3",
+        "variant": variant,
+        "size": size,
+        "contract": contract,
+        "opset": opset,
+        "exporter": exporter,
+        "device": device,
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "weights": str(weights),
+        "weights_sha256": weights_sha256,
+        "smoke": facts["smoke"],
+        "export_seconds": round(export_seconds, 2),
+        "nodes": len(proto.graph.node),
         "input": {"name": INPUT_NAME, "layout": LAYOUTS[contract]},
-        "output": {"name": OUTPUT_NAME, "semantics": OUTPUT_SEMANTICS}, "validated": validate,
+        "output": {"name": OUTPUT_NAME, "semantics": OUTPUT_SEMANTICS},
+        "validated": validate,
     }
     with atomic_output(out_path) as tmp:
         onnx.save_model(proto, str(tmp))
@@ -129,9 +149,16 @@ def export_da3(weights: str | Path, out_path: str | Path, variant: str, size: in
             # Raising here removes the temporary model and keeps any earlier model/report pair intact.
             check_error(out_path, report, fail_rel_mean_err)
     write_validation(out_path, report)
-    log.info("%s: %s %d %s, %.1f MiB, exported in %.1f s%s", out_path, variant, size, contract,
-             report["file_bytes"] / 2**20, export_seconds,
-             f", rel_mean_err {report['rel_mean_err']:.2g}" if validate else "")
+    log.info(
+        "%s: %s %d %s, %.1f MiB, exported in %.1f s%s",
+        out_path,
+        variant,
+        size,
+        contract,
+        report["file_bytes"] / 2**20,
+        export_seconds,
+        f", rel_mean_err {report['rel_mean_err']:.2g}" if validate else "",
+    )
     return report
 
 
@@ -146,16 +173,30 @@ def _export_graph(model, size: int, contract: str, opset: int, exporter: str, de
     with export_patches(), torch.no_grad(), _quiet_exporter():
         if exporter == "dynamo":
             program = torch.onnx.export(
-                model, (example,), dynamo=True, opset_version=opset, input_names=[INPUT_NAME],
-                output_names=[OUTPUT_NAME], dynamic_shapes={"image": {0: batch}},
-                optimize=True, verbose=False)
+                model,
+                (example,),
+                dynamo=True,
+                opset_version=opset,
+                input_names=[INPUT_NAME],
+                output_names=[OUTPUT_NAME],
+                dynamic_shapes={"image": {0: batch}},
+                optimize=True,
+                verbose=False,
+            )
             proto = program.model_proto
         else:
             buffer = io.BytesIO()
             torch.onnx.export(
-                model, (example,), buffer, dynamo=False, opset_version=opset, input_names=[INPUT_NAME],
-                output_names=[OUTPUT_NAME], dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
-                do_constant_folding=True)
+                model,
+                (example,),
+                buffer,
+                dynamo=False,
+                opset_version=opset,
+                input_names=[INPUT_NAME],
+                output_names=[OUTPUT_NAME],
+                dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+                do_constant_folding=True,
+            )
             # The legacy exporter leaves the output H/W symbolic; data propagation resolves them.
             proto = onnx.shape_inference.infer_shapes(onnx.load_from_string(buffer.getvalue()), data_prop=True)
     # Dynamo puts debug metadata on every node: stack traces with absolute paths and a per-process
@@ -200,11 +241,18 @@ def _validate(model, onnx_path: Path, size: int, contract: str, device: str) -> 
             reference = model(torch.from_numpy(x).to(device)).float().cpu().numpy()
         got = session.run([OUTPUT_NAME], {INPUT_NAME: x})[0]
         per_batch[str(batch)] = {"output_shape": list(got.shape), **error_figures(reference, got)}
-    worst = {key: max(figures[key] for figures in per_batch.values())
-             for key in ("max_abs_err", "mean_abs_err", "rel_mean_err")}
-    return {**worst, "output_shape": per_batch["2"]["output_shape"], "batches": per_batch,
-            "providers": session.get_providers(), "onnxruntime": ort.__version__,
-            "reference_depth_range": [float(reference.min()), float(reference.max())]}
+    worst = {
+        key: max(figures[key] for figures in per_batch.values())
+        for key in ("max_abs_err", "mean_abs_err", "rel_mean_err")
+    }
+    return {
+        **worst,
+        "output_shape": per_batch["2"]["output_shape"],
+        "batches": per_batch,
+        "providers": session.get_providers(),
+        "onnxruntime": ort.__version__,
+        "reference_depth_range": [float(reference.min()), float(reference.max())],
+    }
 
 
 def _example_images(contract: str, size: int, batch: int) -> np.ndarray:
@@ -242,8 +290,12 @@ def _quiet_exporter() -> Iterator[None]:
 
     import torch
 
-    quieter = {"onnx_ir": logging.WARNING, "onnxscript": logging.WARNING, "torch.onnx": logging.WARNING,
-               "torch.onnx._internal.exporter._registration": logging.ERROR}
+    quieter = {
+        "onnx_ir": logging.WARNING,
+        "onnxscript": logging.WARNING,
+        "torch.onnx": logging.WARNING,
+        "torch.onnx._internal.exporter._registration": logging.ERROR,
+    }
     saved = {name: logging.getLogger(name).level for name in quieter}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)

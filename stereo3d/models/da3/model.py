@@ -27,8 +27,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 def check_size(size: int) -> int:
     """A positive multiple of the patch size, else BadConfig."""
     if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size % PATCH_SIZE:
-        raise BadConfig(None, f"DA3 input side {size!r} must be a positive multiple of {PATCH_SIZE} "
-                              "(e.g. 140, 280, 518)")
+        raise BadConfig(
+            None, f"DA3 input side {size!r} must be a positive multiple of {PATCH_SIZE} (e.g. 140, 280, 518)"
+        )
     return size
 
 
@@ -94,8 +95,15 @@ def _wrappers() -> dict[str, type]:
 
         def forward(self, image):
             # One view: ref_view_strategy only acts from 3 views on; "middle" is the seed's choice.
-            out = self.net(image[:, None], extrinsics=None, intrinsics=None, export_feat_layers=[],
-                           infer_gs=False, use_ray_pose=False, ref_view_strategy="middle")
+            out = self.net(
+                image[:, None],
+                extrinsics=None,
+                intrinsics=None,
+                export_feat_layers=[],
+                infer_gs=False,
+                use_ray_pose=False,
+                ref_view_strategy="middle",
+            )
             return out["depth"][:, 0]
 
     class Uint8Depth(FloatDepth):
@@ -105,10 +113,12 @@ def _wrappers() -> dict[str, type]:
             super().__init__(net)
             # The same float32 operations, in the same order, as normalise_image: both contracts then
             # feed the network identical tensors (a fused scale/shift would differ in the last bits).
-            self.register_buffer("mean", torch.tensor(IMAGENET_MEAN, dtype=torch.float32).view(1, 3, 1, 1),
-                                 persistent=False)
-            self.register_buffer("std", torch.tensor(IMAGENET_STD, dtype=torch.float32).view(1, 3, 1, 1),
-                                 persistent=False)
+            self.register_buffer(
+                "mean", torch.tensor(IMAGENET_MEAN, dtype=torch.float32).view(1, 3, 1, 1), persistent=False
+            )
+            self.register_buffer(
+                "std", torch.tensor(IMAGENET_STD, dtype=torch.float32).view(1, 3, 1, 1), persistent=False
+            )
 
         def forward(self, image):
             x = image.permute(0, 3, 1, 2).float() / 255.0

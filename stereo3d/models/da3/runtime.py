@@ -98,8 +98,11 @@ class DepthModel:
             raise BadModel(path, f"input side is not fixed ({shape})")
         self.size = side
         if self.meta.get("weights") == "smoke":
-            log.warning("%s was exported from SMOKE weights (random): its depth is meaningless. "
-                        "Place real DA3 weights under weights/DA3/ to get real 3D.", Path(path).name)
+            log.warning(
+                "%s was exported from SMOKE weights (random): its depth is meaningless. "
+                "Place real DA3 weights under weights/DA3/ to get real 3D.",
+                Path(path).name,
+            )
 
     def run(self, frames: np.ndarray, placement) -> np.ndarray:
         """Content-sized RGB frames [B, h, w, 3] → raw depth at content size [B, h, w]."""

@@ -5,8 +5,8 @@ neighbours, 25 from the window-pooled target, and 49 + 25 + 9 from the three poo
 
 Two forms of the same function:
 
-* ``forward`` (faithful): the published computation, operation for operation: rolls, ``nn.Unfold``, and
-  biases and masks added through slice assignment, with the masks built at run time; any size.
+* ``forward`` (faithful): the published computation: rolls, ``nn.Unfold``, and biases and masks added
+  through slice assignment, with the masks built at run time; any size.
 * ``forward_static`` (spec section 8): each window's keys gathered by one per-tier index
   (``key_table_index``) from one projected key table, one full-width bias add and one full-width mask add,
   head-major q/k/v. It is not the same sequence of float operations: the q/k/v biases are added after the
@@ -58,10 +58,14 @@ class WindowAttention3d(nn.Module):
         self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * WINDOW - 1) ** 2, heads))
         self.relative_position_bias_table_to_neighbors = nn.Parameter(torch.zeros(1, heads, area, rolled_key_count()))
         self.relative_position_bias_table_to_windows_0 = nn.Parameter(
-            torch.zeros(heads, (WINDOW + FOCAL_WINDOW - 1) ** 2))
+            torch.zeros(heads, (WINDOW + FOCAL_WINDOW - 1) ** 2)
+        )
         for k, kern in enumerate(FOCAL_KERNEL_CLIPS):
-            setattr(self, f"relative_position_bias_table_to_windows_clips_{k}",
-                    nn.Parameter(torch.zeros(heads, (WINDOW + kern - 1) ** 2)))
+            setattr(
+                self,
+                f"relative_position_bias_table_to_windows_clips_{k}",
+                nn.Parameter(torch.zeros(heads, (WINDOW + kern - 1) ** 2)),
+            )
         self.register_buffer("relative_position_index", relative_position_index(WINDOW))
         self.register_buffer("valid_ind_rolled", valid_rolled_indices())
         self.register_buffer("relative_position_index_0", relative_position_index(FOCAL_WINDOW))
@@ -72,8 +76,9 @@ class WindowAttention3d(nn.Module):
         self.softmax = nn.Softmax(dim=-1)
         # Stateless, kept for the faithful form: pooled target, then clips 0..2.
         self.unfolds = nn.ModuleList([nn.Unfold(FOCAL_WINDOW, padding=FOCAL_WINDOW // 2, stride=1)])
-        self.unfolds_clips = nn.ModuleList([nn.Unfold(k, padding=k // 2, stride=lvl)
-                                            for lvl, k in zip(FOCAL_L_CLIPS, FOCAL_KERNEL_CLIPS)])
+        self.unfolds_clips = nn.ModuleList(
+            [nn.Unfold(k, padding=k // 2, stride=lvl) for lvl, k in zip(FOCAL_L_CLIPS, FOCAL_KERNEL_CLIPS)]
+        )
 
     def group_biases(self) -> list[torch.Tensor]:
         """Position biases per key group, each ``[heads, 49, keys]``, in key order."""
@@ -81,8 +86,12 @@ class WindowAttention3d(nn.Module):
         own = self.relative_position_bias_table.index_select(0, self.relative_position_index.reshape(-1))
         biases = [own.reshape(area, area, -1).permute(2, 0, 1), self.relative_position_bias_table_to_neighbors[0]]
         tables = [(self.relative_position_bias_table_to_windows_0, self.relative_position_index_0)] + [
-            (getattr(self, f"relative_position_bias_table_to_windows_clips_{k}"),
-             getattr(self, f"relative_position_index_clips_{k}")) for k in range(len(FOCAL_KERNEL_CLIPS))]
+            (
+                getattr(self, f"relative_position_bias_table_to_windows_clips_{k}"),
+                getattr(self, f"relative_position_index_clips_{k}"),
+            )
+            for k in range(len(FOCAL_KERNEL_CLIPS))
+        ]
         for table, index in tables:
             biases.append(table.index_select(1, index.reshape(-1)).reshape(self.heads, area, -1))
         return biases
@@ -95,7 +104,7 @@ class WindowAttention3d(nn.Module):
         heads, hd = self.heads, c // self.heads
 
         qkv = self.qkv(target)
-        q, k, v = qkv[..., :c], qkv[..., c:2 * c], qkv[..., 2 * c:]
+        q, k, v = qkv[..., :c], qkv[..., c : 2 * c], qkv[..., 2 * c :]
         q_win, k_win, v_win = (_windows(t, nwh, nww, heads) for t in (q, k, v))  # [B, nW, heads, 49, hd]
         k_parts, v_parts = [k_win], [v_win]
         rolled_k, rolled_v = [], []
@@ -108,7 +117,8 @@ class WindowAttention3d(nn.Module):
 
         sources = [(pooled, self.unfolds[0], (FOCAL_WINDOW, 1))] + [
             (clip, self.unfolds_clips[i], (kern, lvl))
-            for i, (clip, lvl, kern) in enumerate(zip(clips, FOCAL_L_CLIPS, FOCAL_KERNEL_CLIPS))]
+            for i, (clip, lvl, kern) in enumerate(zip(clips, FOCAL_L_CLIPS, FOCAL_KERNEL_CLIPS))
+        ]
         masks = []
         for src, unfold, (kern, stride) in sources:
             kv = self.qkv(src)[..., c:]  # one projection for everything; padding comes after it (exact zeros)
@@ -229,8 +239,12 @@ def valid_rolled_indices() -> torch.Tensor:
     """Of the 4 rolled copies (tl, tr, bl, br) of a window, drop the block that overlaps the window itself."""
     e = EXPAND
     masks = []
-    for rows, cols in ((slice(None, -e), slice(None, -e)), (slice(None, -e), slice(e, None)),
-                       (slice(e, None), slice(None, -e)), (slice(e, None), slice(e, None))):
+    for rows, cols in (
+        (slice(None, -e), slice(None, -e)),
+        (slice(None, -e), slice(e, None)),
+        (slice(e, None), slice(None, -e)),
+        (slice(e, None), slice(e, None)),
+    ):
         m = torch.ones(WINDOW, WINDOW, device="cpu")
         m[rows, cols] = 0
         masks.append(m)
@@ -250,8 +264,11 @@ def unfold_mask(h: int, w: int, kern: int, stride: int, pad: int) -> torch.Tenso
 
 def index_buffers() -> dict[str, torch.Tensor]:
     """The 6 index buffers of every focal attention, by their attribute name."""
-    out = {"relative_position_index": relative_position_index(WINDOW), "valid_ind_rolled": valid_rolled_indices(),
-           "relative_position_index_0": relative_position_index(FOCAL_WINDOW)}
+    out = {
+        "relative_position_index": relative_position_index(WINDOW),
+        "valid_ind_rolled": valid_rolled_indices(),
+        "relative_position_index_0": relative_position_index(FOCAL_WINDOW),
+    }
     for k, kern in enumerate(FOCAL_KERNEL_CLIPS):
         out[f"relative_position_index_clips_{k}"] = relative_position_index(kern)
     return out

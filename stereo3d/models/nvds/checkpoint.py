@@ -11,7 +11,6 @@ adds no key (strict loading, ours or upstream's, still works) and changes no out
 
 from __future__ import annotations
 
-import io
 import logging
 import pickle
 from collections import OrderedDict
@@ -20,9 +19,8 @@ from pathlib import Path
 
 import torch
 
-from stereo3d.io.atomic import atomic_output
 from stereo3d.errors import BadWeights
-from stereo3d.models.nvds.model import NVDS, NvdsConfig, Tier, index_buffers
+from stereo3d.models.nvds.model import NVDS, NvdsConfig, index_buffers
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +45,18 @@ def read_state_dict(path: str | Path) -> OrderedDict[str, torch.Tensor]:
     """
     path = Path(path)
     if not path.is_file():
-        raise BadWeights(path, "NVDS checkpoint not found (place NVDS_Stabilizer.pth there, or run the demo's smoke "
-                               "weights rule)")
+        raise BadWeights(
+            path, "NVDS checkpoint not found (place NVDS_Stabilizer.pth there, or run the demo's smoke weights rule)"
+        )
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         if "weights only" in str(exc).lower() or "weights_only" in str(exc).lower():
             detail = next((ln.strip() for ln in str(exc).splitlines() if "Unsupported global" in ln), "")
             detail = detail.split(". Please")[0]
-            raise BadWeights(path, "the file needs code to unpickle; refused (weights_only=True)"
-                                   + (f": {detail}" if detail else "")) from exc
+            raise BadWeights(
+                path, "the file needs code to unpickle; refused (weights_only=True)" + (f": {detail}" if detail else "")
+            ) from exc
         raise BadWeights(path, f"not a PyTorch checkpoint ({_first_line(exc)})") from exc
     except Exception as exc:  # torch raises RuntimeError, EOFError, KeyError... for damaged files: one line
         cause = f"{type(exc).__name__}: {_first_line(exc)}"
@@ -72,11 +72,12 @@ def read_state_dict(path: str | Path) -> OrderedDict[str, torch.Tensor]:
     for key, value in obj.items():
         if not isinstance(value, torch.Tensor):
             raise BadWeights(path, f"entry {key!r} is a {type(value).__name__}, not a tensor")
-        state[key[len(PREFIX):] if key.startswith(PREFIX) else key] = value
+        state[key[len(PREFIX) :] if key.startswith(PREFIX) else key] = value
     if not any(key.startswith(NVDS_MARKERS) for key in state):
         sample = ", ".join(list(state)[:3]) or "none"
-        raise BadWeights(path, "not an NVDS checkpoint: no backbone.patch_embed1/Stabilizer keys "
-                               f"(first keys: {sample})")
+        raise BadWeights(
+            path, f"not an NVDS checkpoint: no backbone.patch_embed1/Stabilizer keys (first keys: {sample})"
+        )
     return state
 
 
@@ -95,8 +96,11 @@ def load_into(model: torch.nn.Module, state: Mapping[str, torch.Tensor], path: s
     misshaped = [k for k, v in expected.items() if tuple(state[k].shape) != tuple(v.shape)]
     if misshaped:
         k = misshaped[0]
-        raise BadWeights(path, f"{len(misshaped)} tensor(s) mis-shaped, e.g. {k}: file {list(state[k].shape)}, "
-                               f"model {list(expected[k].shape)}")
+        raise BadWeights(
+            path,
+            f"{len(misshaped)} tensor(s) mis-shaped, e.g. {k}: file {list(state[k].shape)}, "
+            f"model {list(expected[k].shape)}",
+        )
     check_index_buffers(state, path)
     model.load_state_dict(state, strict=True)
 
@@ -118,7 +122,7 @@ def is_smoke(state_or_path) -> bool:
         return False
     flat = weight.reshape(-1).to(torch.float64)
     tag = torch.tensor(list(SMOKE_TAG), dtype=torch.float64)
-    return bool(torch.equal(flat[:len(SMOKE_TAG)], tag) and not flat[len(SMOKE_TAG):].any())
+    return bool(torch.equal(flat[: len(SMOKE_TAG)], tag) and not flat[len(SMOKE_TAG) :].any())
 
 
 def _some(keys: list[str], n: int = 3) -> str:

@@ -43,8 +43,17 @@ class NvdsConfig:
     @classmethod
     def tiny(cls) -> NvdsConfig:
         """The spec's tested CPU configuration (section 11): 219 state-dict entries, about 316k params."""
-        return cls(mit_dims=(16, 32, 40, 64), mit_depths=(1, 1, 1, 1), mit_heads=(1, 2, 5, 8), mit_sr=(8, 4, 2, 1),
-                   embed_dim=32, focal_dim=32, focal_heads=4, focal_depth=2, decoder_channels=(32, 16, 8, 4))
+        return cls(
+            mit_dims=(16, 32, 40, 64),
+            mit_depths=(1, 1, 1, 1),
+            mit_heads=(1, 2, 5, 8),
+            mit_sr=(8, 4, 2, 1),
+            embed_dim=32,
+            focal_dim=32,
+            focal_heads=4,
+            focal_depth=2,
+            decoder_channels=(32, 16, 8, 4),
+        )
 
     def __post_init__(self):
         for dim, heads in zip(self.mit_dims, self.mit_heads):

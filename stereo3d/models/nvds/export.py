@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from stereo3d.io.atomic import atomic_output
 from stereo3d.errors import BadConfig, ExportMismatch
+from stereo3d.io.atomic import atomic_output
 from stereo3d.models.names import NVDS_GRAPHS, nvds_onnx_name
-from stereo3d.models.validation import check_error, error_figures, set_metadata, sha256_file, write_validation
 from stereo3d.models.nvds.checkpoint import is_smoke, load_into, read_state_dict
 from stereo3d.models.nvds.model import NVDS, WINDOW_FRAMES, NvdsBackbone, NvdsConfig, NvdsHead
+from stereo3d.models.validation import check_error, error_figures, set_metadata, sha256_file, write_validation
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +45,33 @@ HEAD_RGB_INPUT = "last_rgb"
 MONOLITH_INPUT = "window_rgbd"
 OUTPUT = "stabilized_depth"
 OUTPUT_SEMANTICS = "stabilised near map, larger=nearer, do not invert or renormalise"
-INPUT_CONTRACT = ("RGB /255 ImageNet mean/std + near in [0,1] (larger=nearer), CHW float32; window frames "
-                  "oldest to newest, target last; frames 0..2 repeat the current frame 4 times")
+INPUT_CONTRACT = (
+    "RGB /255 ImageNet mean/std + near in [0,1] (larger=nearer), CHW float32; window frames "
+    "oldest to newest, target last; frames 0..2 repeat the current frame 4 times"
+)
 # Ops that compute shapes at run time or write through indices: none may appear in a fixed-tier graph.
-FORBIDDEN_OPS = frozenset({"ScatterND", "ScatterElements", "Shape", "Size", "Range", "ConstantOfShape", "NonZero",
-                           "Loop", "If"})
+FORBIDDEN_OPS = frozenset(
+    {"ScatterND", "ScatterElements", "Shape", "Size", "Range", "ConstantOfShape", "NonZero", "Loop", "If"}
+)
 SPLIT_MAX_ABS_ERR = 1e-5  # split vs monolith: the backbone has no cross-frame op, so they must agree
 DYNAMO_MIN_OPSET = 18
 
 
-def export_nvds(checkpoint: str | Path, out_dir: str | Path, width: int, height: int,
-                modes: Sequence[str] = MODES, opset: int = 17, device: str = "cpu", dynamic_batch: bool = False,
-                ort_check: bool = True, fail_max_abs_err: float | None = None, config: NvdsConfig | None = None,
-                monolith_path: str | Path | None = None, source_root: str | Path | None = None) -> list[Path]:
+def export_nvds(
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    width: int,
+    height: int,
+    modes: Sequence[str] = MODES,
+    opset: int = 17,
+    device: str = "cpu",
+    dynamic_batch: bool = False,
+    ort_check: bool = True,
+    fail_max_abs_err: float | None = None,
+    config: NvdsConfig | None = None,
+    monolith_path: str | Path | None = None,
+    source_root: str | Path | None = None,
+) -> list[Path]:
     """Export NVDS at one tier; returns the ONNX paths written (each has its validation JSON beside it).
 
     ``fail_max_abs_err``: raise ExportMismatch (and keep no file) when ONNX vs PyTorch, or split vs
@@ -79,8 +93,16 @@ def export_nvds(checkpoint: str | Path, out_dir: str | Path, width: int, height:
     smoke = is_smoke(state)
     if smoke:
         log.warning("%s: SMOKE weights: the exported NVDS runs but its output is meaningless", checkpoint)
-    facts = {"weights_sha256": sha256_file(checkpoint), "smoke": smoke, "tier": tier, "width": width,
-             "height": height, "opset": opset, "device": device, "config": config.as_dict()}
+    facts = {
+        "weights_sha256": sha256_file(checkpoint),
+        "smoke": smoke,
+        "tier": tier,
+        "width": width,
+        "height": height,
+        "opset": opset,
+        "device": device,
+        "config": config.as_dict(),
+    }
 
     model = NVDS(config, attention="static").prepare(height, width)
     load_into(model, state, checkpoint)
@@ -95,14 +117,24 @@ def export_nvds(checkpoint: str | Path, out_dir: str | Path, width: int, height:
     facts["pytorch_split_vs_monolith"] = error_figures(_np(ref_out), _np(split_torch))
 
     names = onnx_names(width, height)
-    paths = {"backbone": out_dir / names["backbone"], "head": out_dir / names["head"],
-             "monolith": Path(monolith_path) if monolith_path else out_dir / names["monolith"]}
+    paths = {
+        "backbone": out_dir / names["backbone"],
+        "head": out_dir / names["head"],
+        "monolith": Path(monolith_path) if monolith_path else out_dir / names["monolith"],
+    }
     graphs = {}
     if "split" in modes:
-        graphs["backbone"] = _export_graph(NvdsBackbone(model), (window[:, -1].contiguous(),), [BACKBONE_INPUT],
-                                           list(FEATURE_NAMES), opset, None)
-        graphs["head"] = _export_graph(NvdsHead(model), stacked + (window[:, -1, 0:3].contiguous(),),
-                                       [*FEATURE_NAMES, HEAD_RGB_INPUT], [OUTPUT], opset, None)
+        graphs["backbone"] = _export_graph(
+            NvdsBackbone(model), (window[:, -1].contiguous(),), [BACKBONE_INPUT], list(FEATURE_NAMES), opset, None
+        )
+        graphs["head"] = _export_graph(
+            NvdsHead(model),
+            stacked + (window[:, -1, 0:3].contiguous(),),
+            [*FEATURE_NAMES, HEAD_RGB_INPUT],
+            [OUTPUT],
+            opset,
+            None,
+        )
     if "monolith" in modes:
         if dynamic_batch:
             # torch.export specialises size-1 dims, so the example batch must be 2 for the axis to stay symbolic
@@ -123,11 +155,17 @@ def export_nvds(checkpoint: str | Path, out_dir: str | Path, width: int, height:
             set_metadata(proto, _metadata(role, facts, dynamic_batch and role == "monolith"))
             tmp[role] = stack.enter_context(atomic_output(paths[role]))
             _save(proto, tmp[role])
-            reports[role] = {**facts, "mode": _MODE_NAMES[role], "file": paths[role].name,
-                             "file_bytes": tmp[role].stat().st_size, "export_seconds": round(seconds, 2),
-                             "op_census": dict(sorted(census.items())), "nodes": sum(census.values()),
-                             "dynamic_batch": bool(dynamic_batch and role == "monolith"),
-                             "reference": "upstream full_model.NVDS" if source_root else "stereo3d faithful NVDS"}
+            reports[role] = {
+                **facts,
+                "mode": _MODE_NAMES[role],
+                "file": paths[role].name,
+                "file_bytes": tmp[role].stat().st_size,
+                "export_seconds": round(seconds, 2),
+                "op_census": dict(sorted(census.items())),
+                "nodes": sum(census.values()),
+                "dynamic_batch": bool(dynamic_batch and role == "monolith"),
+                "reference": "upstream full_model.NVDS" if source_root else "stereo3d faithful NVDS",
+            }
         if ort_check:
             _ort_validate(tmp, reports, window, ref_out, frame_feats, stacked, device)
         else:
@@ -198,9 +236,18 @@ def _export_graph(module, args, input_names, output_names, opset, dynamic_shapes
     if dynamic_shapes:
         kwargs["dynamic_shapes"] = dynamic_shapes
     with torch.no_grad(), _quiet_exporter():
-        program = torch.onnx.export(module.eval(), args, dynamo=True, opset_version=max(opset, DYNAMO_MIN_OPSET),
-                                    input_names=input_names, output_names=output_names, optimize=False,
-                                    verbose=False, external_data=False, **kwargs)
+        program = torch.onnx.export(
+            module.eval(),
+            args,
+            dynamo=True,
+            opset_version=max(opset, DYNAMO_MIN_OPSET),
+            input_names=input_names,
+            output_names=output_names,
+            optimize=False,
+            verbose=False,
+            external_data=False,
+            **kwargs,
+        )
         proto = _optimize(program.model)
     _strip_node_metadata(proto)
     _gelu_in_fusable_order(proto)
@@ -219,9 +266,16 @@ def _optimize(model):
 
     passes = ir.passes.Sequential(
         common.InlinePass(),
-        ir.passes.PassManager([_constant_folding.FoldConstantsPass(shape_inference=True, input_size_limit=8192,
-                                                                   output_size_limit=262144),
-                               common.RemoveUnusedNodesPass()], steps=2, early_stop=True),
+        ir.passes.PassManager(
+            [
+                _constant_folding.FoldConstantsPass(
+                    shape_inference=True, input_size_limit=8192, output_size_limit=262144
+                ),
+                common.RemoveUnusedNodesPass(),
+            ],
+            steps=2,
+            early_stop=True,
+        ),
         common.RemoveUnusedNodesPass(),
         common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
         common.DeduplicateInitializersPass(),
@@ -236,8 +290,10 @@ def _optimize(model):
 @contextlib.contextmanager
 def _quiet_exporter():
     # The exporter prints progress banners to stdout and warns about absent torchvision ops.
-    noisy = [logging.getLogger(n) for n in ("torch.onnx", "torch.onnx._internal.exporter._registration", "onnxscript",
-                                            "onnx_ir")]
+    noisy = [
+        logging.getLogger(n)
+        for n in ("torch.onnx", "torch.onnx._internal.exporter._registration", "onnxscript", "onnx_ir")
+    ]
     levels = [lg.level for lg in noisy]
     for lg in noisy:
         lg.setLevel(logging.ERROR)
@@ -269,8 +325,11 @@ def _gelu_in_fusable_order(proto) -> int:
     """
     from onnx import numpy_helper
 
-    scalars = {init.name: float(numpy_helper.to_array(init)) for init in proto.graph.initializer
-               if init.data_type == 1 and len(init.dims) == 0}  # float32 scalars
+    scalars = {
+        init.name: float(numpy_helper.to_array(init))
+        for init in proto.graph.initializer
+        if init.data_type == 1 and len(init.dims) == 0
+    }  # float32 scalars
     producer = {out: node for node in proto.graph.node for out in node.output}
     consumers: dict[str, list] = {}
     for node in proto.graph.node:
@@ -288,7 +347,7 @@ def _gelu_in_fusable_order(proto) -> int:
     count = 0
     for erf in [node for node in proto.graph.node if node.op_type == "Erf"]:
         div = producer.get(erf.input[0])
-        if div is None or div.op_type != "Div" or scalars.get(div.input[1]) != np.float32(2 ** 0.5):
+        if div is None or div.op_type != "Div" or scalars.get(div.input[1]) != np.float32(2**0.5):
             continue
         x = div.input[0]
         add = only_consumer(erf.output[0], "Add")
@@ -325,8 +384,10 @@ def _to_opset_17(proto) -> None:
             for attr in node.attribute:
                 if attr.name == "value":
                     consts[node.output[0]] = attr.t
-    ranks = {vi.name: len(vi.type.tensor_type.shape.dim)
-             for vi in list(proto.graph.value_info) + list(proto.graph.input) + list(proto.graph.output)}
+    ranks = {
+        vi.name: len(vi.type.tensor_type.shape.dim)
+        for vi in list(proto.graph.value_info) + list(proto.graph.input) + list(proto.graph.output)
+    }
     for node in changed_in_18:
         if node.op_type == "Resize":
             for attr in list(node.attribute):
@@ -443,9 +504,12 @@ def _ort_validate(tmp, reports, window, ref_out, frame_feats, stacked, device) -
                 if name not in worst or fig["max_abs_err"] > worst[name]["max_abs_err"]:
                     worst[name] = fig
         reports["backbone"].update(
-            onnx_vs_pytorch=max(worst.values(), key=lambda f: f["max_abs_err"]), per_output=worst,
+            onnx_vs_pytorch=max(worst.values(), key=lambda f: f["max_abs_err"]),
+            per_output=worst,
             output_shapes={n: list(a.shape) for n, a in zip(FEATURE_NAMES, onnx_feats[-1])},
-            providers=bb.get_providers(), ort_ms_per_run=round(1000 * float(np.median(times)), 2))
+            providers=bb.get_providers(),
+            ort_ms_per_run=round(1000 * float(np.median(times)), 2),
+        )
         feeds = {name: np.concatenate([f[s] for f in onnx_feats]) for s, name in enumerate(FEATURE_NAMES)}
         feeds[HEAD_RGB_INPUT] = np.ascontiguousarray(window_np[:, -1, 0:3])
         start = time.perf_counter()
@@ -457,17 +521,22 @@ def _ort_validate(tmp, reports, window, ref_out, frame_feats, stacked, device) -
         reports["head"].update(
             onnx_vs_pytorch=error_figures(ref_np, head_only),
             split_onnx_vs_pytorch_monolith=error_figures(ref_np, split_out),
-            output_shapes={OUTPUT: list(split_out.shape)}, providers=head.get_providers(),
-            ort_ms_per_run=round(head_ms, 2))
+            output_shapes={OUTPUT: list(split_out.shape)},
+            providers=head.get_providers(),
+            ort_ms_per_run=round(head_ms, 2),
+        )
         outs["split"] = split_out
     if "monolith" in tmp:
         mono = open_session(tmp["monolith"], options)
         start = time.perf_counter()
         mono_out = mono.run([OUTPUT], {MONOLITH_INPUT: window_np})[0]
         mono_ms = 1000 * (time.perf_counter() - start)
-        reports["monolith"].update(onnx_vs_pytorch=error_figures(ref_np, mono_out),
-                                   output_shapes={OUTPUT: list(mono_out.shape)}, providers=mono.get_providers(),
-                                   ort_ms_per_run=round(mono_ms, 2))
+        reports["monolith"].update(
+            onnx_vs_pytorch=error_figures(ref_np, mono_out),
+            output_shapes={OUTPUT: list(mono_out.shape)},
+            providers=mono.get_providers(),
+            ort_ms_per_run=round(mono_ms, 2),
+        )
         outs["monolith"] = mono_out
     if len(outs) == 2:
         figures = error_figures(outs["monolith"], outs["split"])
@@ -487,12 +556,18 @@ def _enforce(reports, paths, fail_max_abs_err) -> None:
                 continue
             check_error(paths[role], figures, None, what=what.replace("_", " "))
             if fail_max_abs_err is not None and figures["max_abs_err"] > fail_max_abs_err:
-                raise ExportMismatch(paths[role], f"{what} max abs error {figures['max_abs_err']:.3g} exceeds the "
-                                                  f"limit {fail_max_abs_err:g}")
+                raise ExportMismatch(
+                    paths[role],
+                    f"{what} max abs error {figures['max_abs_err']:.3g} exceeds the limit {fail_max_abs_err:g}",
+                )
         split = report.get("split_vs_monolith_onnx")
         if split and split["max_abs_err"] > SPLIT_MAX_ABS_ERR:
-            log.warning("%s: split vs monolith max abs error %.3g is above %.0e", paths[role],
-                        split["max_abs_err"], SPLIT_MAX_ABS_ERR)
+            log.warning(
+                "%s: split vs monolith max abs error %.3g is above %.0e",
+                paths[role],
+                split["max_abs_err"],
+                SPLIT_MAX_ABS_ERR,
+            )
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

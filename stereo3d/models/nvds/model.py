@@ -9,8 +9,8 @@ from here.
 
 Two formulations of the focal cross-attention compute the same function:
 
-* ``attention="faithful"``: the published computation, operation for operation (``nn.Unfold``, biases and
-  masks added through slice assignment, masks built at run time); works at any size.
+* ``attention="faithful"``: the published computation (``nn.Unfold``, biases and masks added through
+  slice assignment, masks built at run time); works at any size.
 * ``attention="static"`` (spec section 8): one full-width bias add and one full-width mask add, each
   window's keys gathered from one projected key table by a per-tier index instead of rolls and Unfold,
   the index and masks precomputed for one resolution tier as non-persistent buffers, and every size
@@ -119,5 +119,14 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["NVDS", "NvdsConfig", "NvdsBackbone", "NvdsHead", "Tier", "index_buffers", "parameter_count",
-           "WINDOW_FRAMES", "ATTENTION_FORMS"]
+__all__ = [
+    "NVDS",
+    "NvdsConfig",
+    "NvdsBackbone",
+    "NvdsHead",
+    "Tier",
+    "index_buffers",
+    "parameter_count",
+    "WINDOW_FRAMES",
+    "ATTENTION_FORMS",
+]

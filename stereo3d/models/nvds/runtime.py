@@ -71,8 +71,7 @@ def open_stabiliser(
     for role, session in sessions.items():
         smoke |= _check_contract(session, role, width, height, models_dir)
     if smoke:
-        log.warning("NVDS %s: SMOKE weights: the stabilised depth is meaningless until real weights are exported",
-                    tier)
+        log.warning("NVDS %s: SMOKE weights: the stabilised depth is meaningless until real weights are exported", tier)
     return NvdsStabiliser(width, height, sessions, smoke=smoke)
 
 
@@ -86,7 +85,7 @@ class Letterbox:
     width: int
 
     def crop(self, tier_map: np.ndarray) -> np.ndarray:
-        return tier_map[self.top:self.top + self.height, self.left:self.left + self.width]
+        return tier_map[self.top : self.top + self.height, self.left : self.left + self.width]
 
 
 def prepare_frame(rgb: np.ndarray, near: np.ndarray, width: int, height: int) -> tuple[np.ndarray, Letterbox]:
@@ -105,8 +104,11 @@ def prepare_frame(rgb: np.ndarray, near: np.ndarray, width: int, height: int) ->
     shrink = box.width < rgb.shape[1]
     rgb_fit = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)
     near_shrink = box.width < near.shape[1]
-    near_fit = cv2.resize(np.ascontiguousarray(near, dtype=np.float32), size,
-                          interpolation=cv2.INTER_AREA if near_shrink else cv2.INTER_LINEAR)
+    near_fit = cv2.resize(
+        np.ascontiguousarray(near, dtype=np.float32),
+        size,
+        interpolation=cv2.INTER_AREA if near_shrink else cv2.INTER_LINEAR,
+    )
     rgbd = np.zeros((4, height, width), dtype=np.float32)  # the pad values: normalised 0, near 0
     rows, cols = slice(box.top, box.top + box.height), slice(box.left, box.left + box.width)
     rgbd[0:3, rows, cols] = ((rgb_fit.astype(np.float32) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)
@@ -156,8 +158,7 @@ class NvdsStabiliser:
         entry = self._push(rgbd)
         window = list(self._cache) if self._seen >= WINDOW_FRAMES else [entry] * WINDOW_FRAMES
         if self.mode == "split":
-            feeds = {name: np.concatenate([frame[s] for frame in window])
-                     for s, name in enumerate(self._feature_names)}
+            feeds = {name: np.concatenate([frame[s] for frame in window]) for s, name in enumerate(self._feature_names)}
             feeds[self._rgb_input] = np.ascontiguousarray(rgbd[None, 0:3])
             out = self._sessions["head"].run(None, feeds)[0]
         else:
@@ -198,11 +199,15 @@ def _check_contract(session, role: str, width: int, height: int, models_dir: Pat
     if "stereo3d.model" not in meta:
         log.warning("NVDS %s graph in %s has no stereo3d metadata; trusting its file name", role, models_dir)
     elif meta.get("stereo3d.model") != "nvds" or meta.get("stereo3d.mode") != expected_mode:
-        raise BadModel(models_dir, f"NVDS {role} graph is labelled {meta.get('stereo3d.model')}/"
-                                   f"{meta.get('stereo3d.mode')}, expected nvds/{expected_mode}")
+        raise BadModel(
+            models_dir,
+            f"NVDS {role} graph is labelled {meta.get('stereo3d.model')}/"
+            f"{meta.get('stereo3d.mode')}, expected nvds/{expected_mode}",
+        )
     elif meta.get("stereo3d.tier") != f"{width}x{height}":
-        raise BadModel(models_dir, f"NVDS {role} graph is for tier {meta.get('stereo3d.tier')}, "
-                                   f"expected {width}x{height}")
+        raise BadModel(
+            models_dir, f"NVDS {role} graph is for tier {meta.get('stereo3d.tier')}, expected {width}x{height}"
+        )
     shape = session.get_inputs()[-1 if role == "head" else 0].shape
     if list(shape[-2:]) != [height, width]:
         raise BadModel(models_dir, f"NVDS {role} graph takes {shape[-1]}x{shape[-2]}, expected {width}x{height}")

@@ -94,8 +94,9 @@ class FTB(nn.Module):
     def __init__(self, cin: int, mid: int):
         super().__init__()
         self.conv1 = nn.Conv2d(cin, mid, 3, 1, 1)
-        self.conv_branch = nn.Sequential(nn.ReLU(), nn.Conv2d(mid, mid, 3, 1, 1), nn.ReLU(),
-                                         nn.Conv2d(mid, mid, 3, 1, 1))
+        self.conv_branch = nn.Sequential(
+            nn.ReLU(), nn.Conv2d(mid, mid, 3, 1, 1), nn.ReLU(), nn.Conv2d(mid, mid, 3, 1, 1)
+        )
 
     def forward(self, x):
         # Upstream's first branch ReLU is in place, so it also rectifies the residual: reproduce it explicitly.
@@ -124,9 +125,12 @@ class FFM(nn.Module):
 class AO(nn.Module):
     def __init__(self, cin: int, cout: int):
         super().__init__()
-        self.adapt_conv = nn.Sequential(nn.Conv2d(cin, cin // 2, 3, 1, 1), nn.ReLU(),
-                                        nn.Upsample(scale_factor=1, mode="bilinear", align_corners=True),
-                                        nn.Conv2d(cin // 2, cout, 1))
+        self.adapt_conv = nn.Sequential(
+            nn.Conv2d(cin, cin // 2, 3, 1, 1),
+            nn.ReLU(),
+            nn.Upsample(scale_factor=1, mode="bilinear", align_corners=True),
+            nn.Conv2d(cin // 2, cout, 1),
+        )
 
     def forward(self, x, static: bool):
         if not static:
@@ -143,14 +147,18 @@ class FocalLayer(nn.Module):
         super().__init__()
         self._owner = [owner]
         self.blocks = nn.ModuleList(
-            [FocalBlock(config.focal_dim, config.focal_heads, config.focal_mlp_ratio, owner)
-             for _ in range(config.focal_depth)])
+            [
+                FocalBlock(config.focal_dim, config.focal_heads, config.focal_mlp_ratio, owner)
+                for _ in range(config.focal_depth)
+            ]
+        )
 
     def prepare(self, tier: Tier) -> None:
         # One [nW, 1, N] mask for all blocks: 181 zero columns then the four unfold masks.
         nwh, nww = tier.windows
         groups = [(nwh, nww, FOCAL_WINDOW, 1)] + [
-            (nwh * lvl, nww * lvl, k, lvl) for lvl, k in zip(FOCAL_L_CLIPS, FOCAL_KERNEL_CLIPS)]
+            (nwh * lvl, nww * lvl, k, lvl) for lvl, k in zip(FOCAL_L_CLIPS, FOCAL_KERNEL_CLIPS)
+        ]
         masks = [torch.zeros(nwh * nww, WINDOW * WINDOW + rolled_key_count())]
         masks += [unfold_mask(h, w, k, s, k // 2) for h, w, k, s in groups]
         self.register_buffer("mask_full", torch.cat(masks, dim=1)[:, None, :], persistent=False)
@@ -205,8 +213,9 @@ class FocalBlock(nn.Module):
             ph, pw = nwh * lvl, nww * lvl
             ref = y[:, k]
             if (ph * cell, pw * cell) != (hp, wp):
-                ref = F.interpolate(ref.permute(0, 3, 1, 2), size=(ph * cell, pw * cell), mode="bilinear",
-                                    align_corners=False).permute(0, 2, 3, 1)
+                ref = F.interpolate(
+                    ref.permute(0, 3, 1, 2), size=(ph * cell, pw * cell), mode="bilinear", align_corners=False
+                ).permute(0, 2, 3, 1)
             clips.append(self.pool_layers_clips[k](_window_cells(ref, ph, pw, cell)).flatten(-2))
         out = self.attn(target, pooled, clips, tier)  # [B, nW, 49, C]
         out = out.reshape(b, nwh, nww, WINDOW, WINDOW, c).permute(0, 1, 3, 2, 4, 5).reshape(b, hp, wp, c)
@@ -235,8 +244,9 @@ class FocalBlock(nn.Module):
             ph, pw = nwh * lvl, nww * lvl
             ref = F.pad(self.norm1(refs[k]), pad)
             if (ph * cell, pw * cell) != (hp, wp):
-                ref = F.interpolate(ref.permute(0, 3, 1, 2), size=(ph * cell, pw * cell), mode="bilinear",
-                                    align_corners=False).permute(0, 2, 3, 1)
+                ref = F.interpolate(
+                    ref.permute(0, 3, 1, 2), size=(ph * cell, pw * cell), mode="bilinear", align_corners=False
+                ).permute(0, 2, 3, 1)
             layer = self.pool_layers_clips[k]
             if cell == 1:  # clips 0 and 1: no cells to gather, the Linear(1, 1) acts per element
                 tokens.append(_scale_shift(ref, layer).reshape(b, ph * pw, c))
