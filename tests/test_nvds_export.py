@@ -14,7 +14,8 @@ import torch
 
 from stereo3d.demo.smoke import write_smoke_checkpoint
 from stereo3d.errors import BadConfig
-from stereo3d.models.nvds.export import FORBIDDEN_OPS, export_nvds, onnx_names, op_census
+from stereo3d.models.nvds.export import export_nvds, onnx_names
+from stereo3d.models.nvds.graph import FORBIDDEN_OPS, op_census
 from stereo3d.models.nvds.model import NvdsConfig
 from stereo3d.models.validation import read_metadata, validation_path
 
