@@ -65,7 +65,11 @@ VIDEO_CASES = (
         "converts",
         "interlaced (tff): converts; fields are deinterlaced (bwdif, one frame per frame) before depth and rendering",
     ),
-    Case("ten_bit.mkv", "converts", "10-bit: converts to 10-bit (HEVC by encode.deep_codec)"),
+    Case(
+        "ten_bit.mkv",
+        "converts",
+        "10-bit HDR (BT.2020, PQ): converts to 10-bit (HEVC by encode.deep_codec) with the same colour tags",
+    ),
     Case(
         "hfr_240.mp4",
         "converts",
@@ -110,10 +114,15 @@ def _truncated_moov(path: Path) -> Path:
     return path
 
 
+TRUNCATED_MID_FRAMES = 16  # frames of truncated_mid.mkv before the cut
+
+
 def _truncated_mid(path: Path) -> Path:
     # Matroska's header comes first; the cut loses the last frames and leaves a partial packet at the end.
     # All key frames in short clusters, so the cut leaves whole clusters of decodable frames before it.
-    data = make_clip(path, frames=16, extra=("-g", "1", "-cluster_time_limit", "250"), **TINY).read_bytes()
+    data = make_clip(
+        path, frames=TRUNCATED_MID_FRAMES, extra=("-g", "1", "-cluster_time_limit", "250"), **TINY
+    ).read_bytes()
     path.write_bytes(data[: len(data) * 2 // 3 + 7])
     return path
 
@@ -173,9 +182,24 @@ def _interlaced(path: Path) -> Path:
     return make_clip(path, frames=4, extra=("-flags", "+ilme+ildct", "-x264-params", "tff=1"), **TINY)
 
 
+HDR_TAGS = {
+    "color_primaries": "bt2020",
+    "color_transfer": "smpte2084",
+    "color_space": "bt2020nc",
+    "color_range": "tv",
+}
+
+
 def _ten_bit(path: Path) -> Path:
+    # What a 10-bit file in the wild mostly is: HDR, tagged BT.2020 (primaries and matrix) and PQ (transfer).
+    tags = "color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc:range=tv"
     return make_clip(
-        path, frames=4, codec="libx265", pix_fmt="yuv420p10le", extra=("-x265-params", "log-level=error"), **TINY
+        path,
+        frames=4,
+        codec="libx265",
+        pix_fmt="yuv420p10le",
+        extra=("-vf", f"setparams={tags}", "-x265-params", "log-level=error"),
+        **TINY,
     )
 
 

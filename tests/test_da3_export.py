@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import needs_export_extra
 
 from stereo3d.errors import BadConfig
 from stereo3d.models.da3.export import da3_onnx_name, export_da3, parse_da3_onnx_name
@@ -20,8 +21,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "da3_to_onnx.py"
 
 
 def _needs_export_stack():
-    for module in ("torch", "onnx", "onnxscript", "onnxruntime", "safetensors", "depth_anything_3.cfg"):
-        pytest.importorskip(module)
+    needs_export_extra("torch", "onnx", "onnxscript", "onnxruntime", "safetensors", "depth_anything_3.cfg")
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import needs_export_extra
 
-pytest.importorskip("torch")
-pytest.importorskip("depth_anything_3.cfg")
+needs_export_extra("torch", "safetensors", "depth_anything_3.cfg")
 
 import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402

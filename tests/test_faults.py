@@ -1,8 +1,8 @@
 """Faults: a run killed at random moments resumes to the same bytes; file names never reach a shell; sources are
 never modified; a full disk under results/ fails in one line and leaves no corrupt file.
 
-``STEREO3D_KILLS`` sets how many random kills the resume test makes (default 2); ``STEREO3D_KILL_SEED`` replays
-one sequence (the seed in use is printed).
+``STEREO3D_KILLS`` sets how many random kills the resume test makes (default 2). It runs twice: with a fixed seed,
+and with a seed drawn anew each run, which is printed (shown with a failure); ``STEREO3D_KILL_SEED`` replays it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from stereo3d.io.probe import probe_video
 from stereo3d.workflow.library import video_id
 
 KILLS = int(os.environ.get("STEREO3D_KILLS", "2"))
+FIXED_KILL_SEED = 20240518  # the fixed-seed case: the same kill moments (as fractions of the run) every time
 NAMES = (corpus.HOSTILE_NAME, "-starts with a dash.mkv", "tone.mp4")
 
 
@@ -85,9 +86,13 @@ def test_sources_are_never_modified(baseline):
     assert checksums(baseline["workdir"] / "videos") == baseline["before"]
 
 
-def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, tmp_path_factory):
-    seed = int(os.environ.get("STEREO3D_KILL_SEED", random.randrange(2**31)))
-    print(f"STEREO3D_KILL_SEED={seed}")
+@pytest.mark.parametrize("seed", [FIXED_KILL_SEED, None], ids=["fixed-seed", "new-seed"])
+def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, tmp_path_factory, seed):
+    """Kill moments drawn from ``seed``: a fixed one, the same every run, and one drawn anew each run (or taken
+    from STEREO3D_KILL_SEED to replay a failure). The moments are fractions of the uninterrupted run's duration."""
+    if seed is None:
+        seed = int(os.environ.get("STEREO3D_KILL_SEED", random.randrange(2**31)))
+    print(f"kill seed: STEREO3D_KILL_SEED={seed} replays this sequence")  # shown with a failure
     rng = random.Random(seed)
     workdir = exported_workdir(tmp_path_factory, "faults-killed")
     make_library(workdir / "videos")
@@ -101,7 +106,7 @@ def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, t
             start_new_session=True,
         )
         try:
-            proc.wait(timeout=rng.uniform(1.0, max(2.0, 0.8 * baseline["seconds"])))
+            proc.wait(timeout=max(1.0, rng.uniform(0.0, 0.8) * baseline["seconds"]))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job, ffmpeg included
         proc.wait()
@@ -110,10 +115,10 @@ def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, t
         snakemake(workdir, "--unlock")
         # Whatever lies under its final name after a kill is finished and right.
         for rel, data in results_of(workdir).items():
-            assert data == reference[rel], f"kill {n}: {rel} differs from the uninterrupted run"
+            assert data == reference[rel], f"kill {n} (seed {seed}): {rel} differs from the uninterrupted run"
     snakemake(workdir, "--rerun-incomplete")
-    assert results_of(workdir) == reference
-    assert stray_files(workdir) == [], "temporaries of killed jobs left behind"
+    assert results_of(workdir) == reference, f"seed {seed}"
+    assert stray_files(workdir) == [], f"temporaries of killed jobs left behind (seed {seed})"
 
 
 def test_a_full_disk_under_results_fails_in_one_line_and_leaves_no_corrupt_file(tmp_path_factory):

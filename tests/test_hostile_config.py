@@ -3,6 +3,7 @@ the key; unknown keys are warned about with the closest known key, and the run g
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,13 +37,28 @@ def test_a_bad_value_is_one_line_naming_the_key(override, message):
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+# A crash shows as Python's traceback, or as Snakemake's header for any exception but its own WorkflowError
+# ("AttributeError in file ..., line 29:"). A refusal is a WorkflowError whose message is the one line.
+_CRASH = re.compile(r"^(Traceback \(most recent call last\)|(?!WorkflowError\b)\w+(Error|Exception)\b.*:$)")
+
+
+def assert_refused_in_one_line(run, line: str) -> None:
+    """The run stopped (non-zero) with ``line`` as its message, printed once, and no traceback or crash."""
+    output = (run.stdout + run.stderr).splitlines()
+    assert run.returncode != 0, run.stderr
+    assert output.count(line) == 1, run.stderr
+    assert not [text for text in output if _CRASH.match(text.strip())], run.stderr
+    assert "Traceback" not in run.stdout + run.stderr, run.stderr
+
+
 @pytest.mark.parametrize(("override", "message"), [BAD[0], BAD[2], BAD[5]], ids=["type", "range", "semantics"])
 def test_a_bad_value_stops_the_run_before_any_job(tmp_path, override, message):
     make_clip(tmp_path / "videos/a.mp4", width=64, height=36, frames=2, fps="8")
     write_config(tmp_path, **override)
     run = snakemake(tmp_path, check=False)
-    assert run.returncode != 0
-    assert [line for line in run.stderr.splitlines() if message in line and "bad config" in line], run.stderr
+    lines = [line for line in run.stderr.splitlines() if message in line]
+    assert len(lines) == 1 and lines[0].startswith("bad config: config.yaml: "), run.stderr
+    assert_refused_in_one_line(run, lines[0])
     for produced in ("work", "models", "results"):
         assert not (tmp_path / produced).exists()
 
@@ -72,7 +88,10 @@ def test_a_config_file_that_is_not_yaml_stops_the_run(tmp_path):
     (tmp_path / "videos").mkdir()
     (tmp_path / "test.yaml").write_text("da3: {size: 140\nrender: [\n", encoding="utf-8")
     run = snakemake(tmp_path, check=False)
-    assert run.returncode != 0 and "Config file is not valid JSON or YAML" in run.stderr
+    assert_refused_in_one_line(
+        run,
+        "Config file is not valid JSON or YAML. In case of YAML, make sure to not mix whitespace and tab indentation.",
+    )
     assert not (tmp_path / "work").exists()
 
 
@@ -80,5 +99,5 @@ def test_a_config_that_is_a_list_is_refused(tmp_path):
     (tmp_path / "videos").mkdir()
     (tmp_path / "test.yaml").write_text(yaml.safe_dump([1, 2]), encoding="utf-8")
     run = snakemake(tmp_path, check=False)
-    assert run.returncode != 0
+    assert_refused_in_one_line(run, "Config file must be given as JSON or YAML with keys at top level.")
     assert not (tmp_path / "work").exists()

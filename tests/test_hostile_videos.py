@@ -11,11 +11,13 @@ import re
 from pathlib import Path
 
 import corpus
+import numpy as np
 import pytest
 from harness import PARTIAL, exported_workdir, snakemake, stray_files, write_config
 
 from stereo3d.errors import BadVideo
 from stereo3d.io.decode import FrameReader
+from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
 from stereo3d.io.probe import probe_video
 from stereo3d.workflow.library import discover, video_id
 
@@ -39,6 +41,16 @@ def _result(workdir: Path, name: str) -> Path:
     return workdir / "results" / vid / f"{vid}_LRF_Full_SBS.mp4"
 
 
+COLOUR_TAGS = ("color_primaries", "color_transfer", "color_space")
+
+
+def _decoded(path: Path, width: int, height: int, *input_options: str) -> np.ndarray:
+    """Every frame of ``path`` as ffmpeg itself decodes it, RGB ``[N, height, width, 3]`` (not through FrameReader)."""
+    args = [*input_options, "-i", ffmpeg_url(path), "-map", "0:v:0", "-fps_mode", "passthrough"]
+    done = run_ffmpeg([*args, "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"], path, "reading back (test)")
+    return np.frombuffer(done.stdout, np.uint8).reshape(-1, height, width, 3)
+
+
 @pytest.mark.parametrize("case", CONVERTS, ids=lambda c: c.name[:20])
 def test_convertible_cases_give_a_full_sbs_file_with_every_frame(library, case):
     workdir, made, run = library
@@ -53,15 +65,117 @@ def test_convertible_cases_give_a_full_sbs_file_with_every_frame(library, case):
     assert abs(result["duration_s"] - source["duration_s"]) < 1.5 / source["fps"]
     assert result["fps_fraction"] == source["fps_fraction"]
     assert result["vfr"] == source["vfr"]
+    # The source's colour tags, or BT.709 (what players assume) where it has none.
+    assert {k: result[k] for k in COLOUR_TAGS} == {k: source[k] or "bt709" for k in COLOUR_TAGS}
+    assert result["color_range"] == "tv"
 
 
-def test_a_240_fps_source_keeps_its_exact_frame_rate(library):
+# --- what each convertible case is in the corpus for, read back from its result --------------------------------
+
+
+def _truncated_mid(workdir, source_path, source, out, result):
+    # The frames that are there: as many as ffmpeg decodes from the cut file, fewer than were written.
+    there = _decoded(source_path, source["video"]["width"], source["video"]["height"]).shape[0]
+    assert 0 < there < corpus.TRUNCATED_MID_FRAMES
+    assert result["video"]["frame_count"] == source["video"]["frame_count"] == there
+    assert result["frame_pts_s"] == source["frame_pts_s"]
+
+
+def _single_frame(workdir, source_path, source, out, result):
+    assert result["video"]["frame_count"] == 1 and result["frame_pts_s"] == [0.0]
+    assert _decoded(out, result["video"]["width"], result["video"]["height"]).shape[0] == 1
+
+
+def _three_frames(workdir, source_path, source, out, result):
+    assert result["video"]["frame_count"] == 3 and result["frame_pts_s"] == [0.0, 0.125, 0.25]
+    assert _decoded(out, result["video"]["width"], result["video"]["height"]).shape[0] == 3
+
+
+def _odd_15x9(workdir, source_path, source, out, result):
+    assert (source["video"]["width"], source["video"]["height"]) == (15, 9)
+    assert (result["video"]["width"], result["video"]["height"]) == (30, 10)  # two 15-wide eyes, 9 -> 10 rows
+    assert result["video"]["pix_fmt"] == "yuv420p"
+    # The added row repeats the last one (no black or green line at the bottom).
+    frames = _decoded(out, 30, 10).astype(int)
+    assert np.abs(frames[:, 9] - frames[:, 8]).max() <= 4
+    assert np.abs(frames[:, 8] - frames[:, 7]).max() > 4 * np.abs(frames[:, 9] - frames[:, 8]).max()
+
+
+def _vfr(workdir, source_path, source, out, result):
+    assert source["video"]["vfr"] and result["video"]["vfr"]
+    assert result["frame_pts_s"] == source["frame_pts_s"]  # every frame at the source's own time
+
+
+def _rotated_90(workdir, source_path, source, out, result):
+    coded_w, coded_h = source["video"]["width"], source["video"]["height"]
+    assert source["video"]["rotation"] == 90
+    # Each eye is the display picture (portrait), and the output needs no rotation tag to be shown upright.
+    eye_w, eye_h = coded_h, coded_w
+    assert (result["video"]["width"], result["video"]["height"]) == (2 * eye_w, eye_h)
+    assert (result["video"]["display_width"], result["video"]["display_height"]) == (2 * eye_w, eye_h)
+    assert result["video"]["rotation"] == 0
+    # ...and it is the source turned 90 degrees clockwise (parallax moves it by well under a pixel here).
+    upright = np.rot90(_decoded(source_path, coded_w, coded_h, "-noautorotate"), k=-1, axes=(1, 2)).astype(int)
+    left_eye = _decoded(out, 2 * eye_w, eye_h)[:, :, :eye_w].astype(int)
+    error = np.abs(left_eye - upright).mean()
+    assert error < 12
+    assert error * 3 < np.abs(left_eye - upright[:, ::-1, ::-1]).mean()  # not turned the other way
+
+
+def _interlaced(workdir, source_path, source, out, result):
+    assert source["video"]["field_order"] == "tt"
+    assert result["video"]["field_order"] == "progressive"
+    # One progressive frame per interlaced frame (not one per field), at the source's times.
+    assert result["frame_pts_s"] == source["frame_pts_s"]
+
+
+def _ten_bit(workdir, source_path, source, out, result):
+    assert source["video"]["bit_depth"] == 10 and {k: source["video"][k] for k in corpus.HDR_TAGS} == corpus.HDR_TAGS
+    video = result["video"]
+    assert (video["codec"], video["pix_fmt"], video["bit_depth"]) == ("hevc", "yuv420p10le", 10)
+    assert {k: video[k] for k in corpus.HDR_TAGS} == corpus.HDR_TAGS  # BT.2020 / PQ carried, not made BT.709
+
+
+def _hfr_240(workdir, source_path, source, out, result):
     # Frame steps of 1/240 s are no whole milliseconds: the Matroska render intermediates round them, and the
     # final mux must put every frame back on the source's own ticks.
-    workdir, made, _ = library
-    source, out = probe_video(made["hfr_240.mp4"]), probe_video(_result(workdir, "hfr_240.mp4"))
-    assert (out["video"]["fps_fraction"], out["video"]["vfr"]) == ("240/1", False)
-    assert out["frame_pts_s"] == source["frame_pts_s"]
+    assert (result["video"]["fps_fraction"], result["video"]["vfr"]) == ("240/1", False)
+    assert result["frame_pts_s"] == source["frame_pts_s"]
+
+
+def _hostile_name(workdir, source_path, source, out, result):
+    # Converted (the result exists and is whole) and nothing in the name ran: no file a shell would have made.
+    assert result["video"]["frame_count"] == source["video"]["frame_count"]
+    for folder in (workdir, workdir / "videos", Path.cwd()):
+        assert not [name for name in corpus.PWNED if (folder / name).exists()], folder
+    assert not list(workdir.rglob("pwned*"))
+
+
+WHAT_EACH_CASE_IS_FOR = {
+    "truncated_mid.mkv": _truncated_mid,
+    "single_frame.mp4": _single_frame,
+    "three_frames.mp4": _three_frames,
+    "odd_15x9.mp4": _odd_15x9,
+    "vfr.mp4": _vfr,
+    "rotated_90.mp4": _rotated_90,
+    "interlaced.mp4": _interlaced,
+    "ten_bit.mkv": _ten_bit,
+    "hfr_240.mp4": _hfr_240,
+    corpus.HOSTILE_NAME: _hostile_name,
+}
+
+
+def test_every_convertible_case_has_its_own_check():
+    assert set(WHAT_EACH_CASE_IS_FOR) == {case.name for case in CONVERTS}
+
+
+@pytest.mark.parametrize("case", CONVERTS, ids=lambda c: c.name[:20])
+def test_each_case_converts_as_the_corpus_says(library, case):
+    workdir, made, run = library
+    out = _result(workdir, case.name)
+    assert out.is_file(), f"{case.name}: no result\n{run.stderr[-4000:]}"
+    check = WHAT_EACH_CASE_IS_FOR[case.name]
+    check(workdir, made[case.name], probe_video(made[case.name]), out, probe_video(out))
 
 
 @pytest.mark.parametrize("case", FAILS, ids=lambda c: c.name)
@@ -158,10 +272,18 @@ def test_interlaced_video_is_deinterlaced_frame_for_frame(tmp_path):
     assert any((a != b).any() for a, b in zip(deinterlaced, woven, strict=True))
 
 
-def test_probe_json_of_every_good_case_is_plain_json(tmp_path):
-    made = corpus.make_corpus(tmp_path, ("vfr.mp4", "rotated_90.mp4", "ten_bit.mkv", "hfr_240.mp4"))
-    for path in made.values():
-        json.dumps(probe_video(path))
+def _no_constant(name):
+    raise AssertionError(f"{name} is not JSON (json.dumps writes it only with allow_nan)")
+
+
+def test_probe_json_of_every_good_case_is_plain_json(library):
+    """Python's json writes NaN and Infinity unless told not to, and other readers refuse them."""
+    workdir, made, _ = library
+    for case in CONVERTS:
+        info = probe_video(made[case.name])
+        assert json.loads(json.dumps(info, allow_nan=False)) == info, case.name
+        written = (workdir / "work" / video_id(case.name) / "probe.json").read_text(encoding="utf-8")
+        assert json.loads(written, parse_constant=_no_constant)["video"] == info["video"], case.name
 
 
 def test_nvds_converts_videos_shorter_than_its_window(tmp_path_factory):

@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import needs_export_extra
 from harness import DA3_WEIGHTS, snakemake, stray_files, write_config
 
-pytest.importorskip("torch")
+needs_export_extra("torch", "safetensors")
 
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402

@@ -1,11 +1,11 @@
 """Stereo layouts: each packs the two views into the right size and order, with the right tag and signalling."""
 
+import math
+
 import numpy as np
 import pytest
 
 from stereo3d.stereo.layouts import (
-    DUBOIS_LEFT,
-    DUBOIS_RIGHT,
     LAYOUT_TAGS,
     LAYOUTS,
     container_args,
@@ -26,18 +26,121 @@ def views(dtype=np.uint8):
     return left, right
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_every_layout_has_the_size_it_announces(layout):
-    left, right = views()
+# Eric Dubois' least-squares red-cyan anaglyph matrices as he published them (rows: output R, G, B; columns: the
+# eye's R, G, B), and ffmpeg's stereo3d filter's table for them (``arcd``, in 1/65536): the same matrices.
+DUBOIS_PUBLISHED_LEFT = np.array([[0.456, 0.500, 0.176], [-0.040, -0.038, -0.016], [-0.015, -0.021, -0.005]])
+DUBOIS_PUBLISHED_RIGHT = np.array([[-0.043, -0.088, -0.002], [0.378, 0.734, -0.018], [-0.072, -0.113, 1.226]])
+FFMPEG_ARCD = np.array(
+    [
+        [29891, 32800, 11559, -2849, -5763, -102],
+        [-2627, -2479, -1033, 24804, 48080, -1209],
+        [-997, -1350, -358, -4729, -7403, 80373],
+    ]
+)
+
+
+def test_the_dubois_matrices_written_here_are_the_ones_ffmpeg_uses():
+    published = np.concatenate([DUBOIS_PUBLISHED_LEFT, DUBOIS_PUBLISHED_RIGHT], axis=1)
+    assert np.abs(FFMPEG_ARCD / 65536 - published).max() < 5e-4
+
+
+def _dubois(left, right, top):
+    mixed = left.astype(np.float64) @ DUBOIS_PUBLISHED_LEFT.T + right.astype(np.float64) @ DUBOIS_PUBLISHED_RIGHT.T
+    return np.clip(np.rint(mixed), 0, top)
+
+
+def _area_halve(view, axis):
+    """INTER_AREA at exactly half size: each output pixel is the mean of the two it covers."""
+    first, second = (view[:, 0::2], view[:, 1::2]) if axis == 1 else (view[0::2], view[1::2])
+    return (first.astype(np.float64) + second) / 2
+
+
+def _expected(layout, left, right, top):
+    """Every layout's frame from the views, written out independently of stereo3d.stereo.layouts."""
+    if layout == "full_sbs":
+        return np.concatenate([left, right], axis=1)
+    if layout == "cross_eyed":
+        return np.concatenate([right, left], axis=1)
+    if layout == "full_tb":
+        return np.concatenate([left, right], axis=0)
+    if layout == "half_sbs":
+        return np.concatenate([_area_halve(left, 1), _area_halve(right, 1)], axis=1)
+    if layout == "half_tb":
+        return np.concatenate([_area_halve(left, 0), _area_halve(right, 0)], axis=0)
+    if layout == "anaglyph_dubois":
+        return _dubois(left, right, top)
+    if layout == "anaglyph_color":
+        return np.dstack([left[..., :1], right[..., 1:]])
+    raise AssertionError(f"no expectation written for {layout}")
+
+
+FLAT_LAYOUTS = [name for name in LAYOUTS if name != "vr180"]  # VR180 has its own test below
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+@pytest.mark.parametrize("layout", FLAT_LAYOUTS)
+def test_every_layout_packs_the_views_into_the_size_it_announces(layout, dtype):
+    left, right = views(dtype)
     out = pack(left, right, layout, fov_deg=90.0)
     assert (out.shape[1], out.shape[0]) == output_size(W, H, layout, fov_deg=90.0)
-    assert out.dtype == np.uint8 and out.shape[2] == 3
+    assert out.dtype == dtype and out.shape[2] == 3  # 16-bit views stay 16-bit
+    expected = _expected(layout, left, right, np.iinfo(dtype).max)
+    assert out.shape == expected.shape
+    # Exact, but for the rounding of an average or of the matrix product.
+    assert np.abs(out.astype(np.float64) - expected).max() <= 1
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_every_layout_keeps_16_bit_views_16_bit(layout):
-    left, right = views(np.uint16)
-    assert pack(left, right, layout).dtype == np.uint16
+def _vr180_expected(view, side, fov_deg):
+    """One VR180 eye pixel by pixel, from the projection as the layout documents it: output pixel (i, j) looks
+    at longitude (i + 1/2) / side * 180 - 90 degrees and latitude 90 - (j + 1/2) / side * 180; the frame is a
+    pinhole view straight ahead with a horizontal field of view of ``fov_deg``. Returns the expected values
+    (bilinear sampling of the view) where the direction lands inside the frame, and where it lands clearly
+    outside (black)."""
+    height, width = view.shape[:2]
+    focal = (width / 2) / math.tan(math.radians(fov_deg) / 2)
+    inside = np.zeros((side, side), bool)
+    outside = np.zeros((side, side), bool)
+    expected = np.zeros((side, side, 3))
+    for j in range(side):
+        lat = math.radians(90 - (j + 0.5) / side * 180)
+        for i in range(side):
+            lon = math.radians((i + 0.5) / side * 180 - 90)
+            dx, dy, dz = math.cos(lat) * math.sin(lon), math.sin(lat), math.cos(lat) * math.cos(lon)
+            if dz <= 0:
+                outside[j, i] = True
+                continue
+            x, y = (width - 1) / 2 + focal * dx / dz, (height - 1) / 2 - focal * dy / dz
+            if 0 <= x <= width - 1 and 0 <= y <= height - 1:
+                x0, y0 = min(int(x), width - 2), min(int(y), height - 2)
+                fx, fy = x - x0, y - y0
+                patch = view[y0 : y0 + 2, x0 : x0 + 2].astype(np.float64)
+                top = patch[0, 0] * (1 - fx) + patch[0, 1] * fx
+                bottom = patch[1, 0] * (1 - fx) + patch[1, 1] * fx
+                expected[j, i] = top * (1 - fy) + bottom * fy
+                inside[j, i] = True
+            elif not (-1 < x < width and -1 < y < height):
+                outside[j, i] = True
+    return expected, inside, outside
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_vr180_projects_each_eye_onto_its_half_of_the_sphere(dtype):
+    # Smooth views (each channel a different plane in x and y, the eyes different): bilinear sampling of a
+    # plane is exact, so the expectation needs no model of OpenCV's interpolation beyond its 1/32 px weights.
+    scale = 1 if dtype == np.uint8 else 257
+    y, x = np.mgrid[0:H, 0:W].astype(np.float64)
+    left = np.dstack([20 + 5 * x, 30 + 8 * y, 200 - 3 * x - 2 * y]) * scale
+    right = np.dstack([240 - 4 * x, 10 + 6 * x, 15 + 9 * y]) * scale
+    left, right = left.astype(dtype), right.astype(dtype)
+    out = pack(left, right, "vr180", fov_deg=90.0)
+    side = output_size(W, H, "vr180", fov_deg=90.0)[1]
+    assert out.shape == (side, 2 * side, 3) and out.dtype == dtype
+    slack = 1 + scale * 9 / 64  # rounding, and a weight up to 1/64 px off (OpenCV keeps 1/32) on the steepest plane
+    for eye, view in ((out[:, :side], left), (out[:, side:], right)):
+        expected, inside, outside = _vr180_expected(view, side, 90.0)
+        assert inside.sum() > side * side / 10 and outside.sum() > side * side / 2  # a 90 x 62 degree view
+        assert np.abs(eye[inside].astype(np.float64) - expected[inside]).max() <= slack
+        assert eye[outside].max() == 0
 
 
 def test_sizes_of_each_layout():
@@ -70,10 +173,30 @@ def test_half_layouts_squeeze_each_eye_into_its_half():
     assert (tb[: H // 2] == 10).all() and (tb[H // 2 :] == 200).all()
 
 
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        # Worked by hand from the published matrices: sum of a row of the left matrix times the left pixel plus
+        # the same row of the right matrix times the right pixel, rounded and clipped to 0..255.
+        ((255, 0, 0), (0, 0, 0), (116, 0, 0)),  # 0.456 * 255 = 116.28; G and B rows negative: 0
+        ((0, 0, 0), (0, 0, 255), (0, 0, 255)),  # 1.226 * 255 = 312.6, clipped; -0.002 and -0.018 * 255: 0
+        ((0, 0, 0), (0, 255, 0), (0, 187, 0)),  # 0.734 * 255 = 187.17; B: -0.113 * 255: 0
+        ((255, 255, 255), (0, 0, 0), (255, 0, 0)),  # R: 1.132 * 255
+        ((0, 0, 0), (255, 255, 255), (0, 255, 255)),  # G: 1.094 * 255, B: 1.041 * 255
+        ((100, 100, 100), (100, 100, 100), (100, 100, 100)),  # grey stays grey: 99.9, 100.0, 100.0
+        ((200, 100, 50), (10, 20, 30), (148, 5, 28)),  # R 147.75, G 5.32, B 28.45
+    ],
+)
+def test_dubois_anaglyph_of_single_colours_is_the_published_mix(left, right, expected):
+    left_view = np.full((2, 2, 3), left, np.uint8)
+    right_view = np.full((2, 2, 3), right, np.uint8)
+    out = pack(left_view, right_view, "anaglyph_dubois")
+    assert out.dtype == np.uint8 and (out == np.array(expected, np.uint8)).all(), out[0, 0]
+
+
 def test_dubois_anaglyph_applies_the_published_matrices():
     left, right = views()
-    expected = left.astype(float) @ DUBOIS_LEFT.T.astype(float) + right.astype(float) @ DUBOIS_RIGHT.T.astype(float)
-    expected = np.clip(np.rint(expected), 0, 255)
+    expected = _dubois(left, right, 255)
     assert np.abs(pack(left, right, "anaglyph_dubois").astype(float) - expected).max() <= 1
 
 

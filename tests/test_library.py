@@ -13,13 +13,37 @@ def test_safe_names_are_their_own_id():
     assert video_id("holiday_2024.mp4") == "holiday_2024"
 
 
-@pytest.mark.parametrize(
-    "name", ["my film (1).mp4", "Мой фильм.mkv", "a;$(rm -rf x)'\".mp4", "sub/dir/clip.mp4", "..hidden dots...mp4"]
-)
-def test_any_name_gives_a_wildcard_safe_stable_id(name):
+# Ids computed once (stereo3d.workflow.library.video_id at the time of writing) and frozen: results, work files
+# and logs are named by them, so an id that changes between versions orphans every finished file of a library.
+GOLDEN_IDS = {
+    "holiday_2024.mp4": "holiday_2024",
+    "clip.MKV": "clip",
+    "a_b.mp4": "a_b",
+    "my film (1).mp4": "my_film_1-ffdf79",
+    "Мой фильм.mkv": "video-1d2a71",
+    "視頻.mp4": "video-79193c",
+    "a;$(rm -rf x)'\".mp4": "a_rm_-rf_x-7f7aa8",
+    "sub/dir/clip.mp4": "sub__dir__clip-3e6563",
+    "sub/clip.mp4": "sub__clip-0480f8",
+    "sub__clip.mp4": "sub__clip-a796a4",
+    "a__b.mp4": "a__b-2bc400",
+    "a b.mp4": "a_b-a1f10c",
+    "..hidden dots...mp4": "hidden_dots-a7126b",
+    "Caf\u00e9.mp4": "Cafe-dcbcd5",  # NFC
+    "Cafe\u0301.mp4": "Cafe-cc4a98",  # NFD: another name (and file) for the same letters, so another id
+}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN_IDS))
+def test_any_name_gives_a_wildcard_safe_id_that_never_changes(name):
     vid = video_id(name)
     assert re.fullmatch(ID_PATTERN, vid)
-    assert video_id(name) == vid
+    assert vid == GOLDEN_IDS[name]
+
+
+def test_distinct_names_give_distinct_ids():
+    """Also the pairs that look alike once made safe: "a b" and "a_b", "sub/clip" and "sub__clip", NFC and NFD."""
+    assert len(set(GOLDEN_IDS.values())) == len(GOLDEN_IDS)
 
 
 def test_discovery_filters_extensions_and_recurses(tmp_path):

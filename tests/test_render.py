@@ -136,17 +136,41 @@ def test_sub_pixel_shifts_resample_instead_of_rounding():
     assert out[0, 20, 0] == pytest.approx((image[0, 19, 0] + image[0, 20, 0]) / 2, abs=1)
 
 
-def test_sixteen_bit_frames_render_to_sixteen_bit_views():
-    frame, near = bar_scene()
-    left, right = render_stereo(frame.astype(np.uint16) * 257, near, StereoSettings(10, 0.5, 0))
-    assert left.dtype == np.uint16 and right.dtype == np.uint16 and left.max() == 65535
+def test_sixteen_bit_frames_render_the_same_views_as_eight_bit_ones():
+    rng = np.random.default_rng(5)
+    frame = rng.integers(0, 256, (8, 64, 3)).astype(np.uint8)
+    near = rng.random((8, 64)).astype(np.float32)
+    settings = StereoSettings(10, 0.5, 1)
+    deep = render_stereo(frame.astype(np.uint16) * 257, near, settings)
+    shallow = render_stereo(frame, near, settings)
+    for view16, view8 in zip(deep, shallow, strict=True):
+        assert view16.dtype == np.uint16
+        # The same resampling at 16 bits: within the half step of 8-bit rounding (257 / 2) of the 8-bit view.
+        assert np.abs(view16.astype(np.int64) - view8.astype(np.int64) * 257).max() <= 129
+
+
+def bilinear_upscale(small, height, width):
+    """Bilinear resize with pixel centres aligned and edges clamped (what any image library calls bilinear)."""
+    rows, cols = small.shape
+    ys = np.clip((np.arange(height) + 0.5) * rows / height - 0.5, 0, rows - 1)
+    xs = np.clip((np.arange(width) + 0.5) * cols / width - 0.5, 0, cols - 1)
+    wide = np.array([np.interp(xs, np.arange(cols), row) for row in small.astype(np.float64)])
+    return np.array([np.interp(ys, np.arange(rows), column) for column in wide.T]).T.astype(np.float32)
 
 
 def test_near_maps_of_another_size_are_resized_to_the_frame():
     frame, near = bar_scene(width=64, height=8)
     small = near[::2, ::2]
-    left, right = render_stereo(frame, small, StereoSettings(10, 0.5, 0))
+    settings = StereoSettings(10, 1.0, 0)
+    left, right = render_stereo(frame, small, settings)
     assert left.shape == frame.shape and right.shape == frame.shape
+    # The views of the half-size map are those of the same map upscaled to the frame beforehand (bilinear: the
+    # bar's edges get a ramp of parallax), within the rounding of the renderer's fixed-point shifts.
+    ref_left, ref_right = render_stereo(frame, bilinear_upscale(small, 8, 64), settings)
+    assert np.abs(left.astype(int) - ref_left).max() <= 16 and np.abs(right.astype(int) - ref_right).max() <= 16
+    # ...and the bar did come out of the screen: the eyes see it apart, the left eye on the right.
+    assert bar_centre(left) - bar_centre(right) > 3
+    assert (left[:, :20] == 0).all() and (right[:, 44:] == 0).all()
 
 
 def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):

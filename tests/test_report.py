@@ -18,11 +18,6 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snake
 FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png")
 TABLES = ("exports.html", "videos.html", "benchmarks.html")
 
-pytestmark = pytest.mark.skipif(
-    'include: "workflow/rules/report.smk"' not in (ROOT / "Snakefile").read_text(),
-    reason="workflow/rules/report.smk is not included by the Snakefile",
-)
-
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     cmd = [*SNAKEMAKE, "--directory", str(workdir), f"--configfile={workdir / 'test.yaml'}", *args]

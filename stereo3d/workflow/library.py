@@ -1,8 +1,10 @@
 """The video library: which files are videos, and a stable wildcard-safe id for each.
 
-Ids are what Snakemake sees in paths and wildcards, so they keep to ``[A-Za-z0-9._-]``. A name
-that is already safe is its own id (readable results); any other name is transliterated and gets
-a short hash of the original name, so two names never collapse into one id by accident.
+Ids are what Snakemake sees in paths and wildcards, so they keep to ``[A-Za-z0-9._-]``, stay short (every path
+component a job writes must fit the filesystem's 255 bytes) and never end in a run of repeats (Snakemake takes
+a wildcard value whose end repeats 20 times for a cyclic dependency). A name that is already safe, short and
+not repetitive is its own id (readable results); any other name is transliterated, shortened, and gets a short
+hash of the original name, so two names never collapse into one id by accident.
 """
 
 from __future__ import annotations
@@ -20,18 +22,22 @@ log = logging.getLogger(__name__)
 
 SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # the wildcard constraint matching SAFE
+MAX_OWN_ID = 64  # characters: a safe name up to this long is its own id
+SLUG_CHARS = 48  # the readable part of a hashed id
+# Snakemake's PeriodicityDetector refuses a wildcard value ending in 20 or more repeats of one substring.
+_PERIODIC = re.compile(r"(.+?)\1{19,}$")
 
 
 def video_id(relative: str | Path) -> str:
     """Stable id for a video given its path relative to the library folder (suffix dropped)."""
     relative = Path(relative)
     stem = relative.with_suffix("").as_posix().replace("/", "__")
-    if SAFE.fullmatch(stem) and "__" not in stem:
+    if SAFE.fullmatch(stem) and "__" not in stem and len(stem) <= MAX_OWN_ID and not _PERIODIC.search(stem):
         return stem
     ascii_stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_stem).strip("._-") or "video"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_stem).strip("._-")[:SLUG_CHARS].strip("._-") or "video"
     digest = hashlib.sha1(relative.as_posix().encode()).hexdigest()[:6]
-    return f"{slug[:60]}-{digest}"
+    return f"{slug}-{digest}"
 
 
 def discover(folder: str | Path, extensions, recursive: bool = True) -> dict[str, Path]:
