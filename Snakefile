@@ -24,11 +24,21 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        T.results(),
-        T.report_outputs(),
+        get_results,
+        get_video_reports,
+        T.library_reports(),
 
 
 # The ONNX exports the configuration asks for, with their validation reports.
 rule exports:
     input:
         T.exports(),
+
+
+# Videos that could not be converted are rows of the report; say so at the end of the run too.
+onsuccess:
+    summarise_failures()
+
+
+onerror:
+    summarise_failures()

@@ -4,14 +4,14 @@ import json
 
 from stereo3d.stages.depth import estimate_depth
 from stereo3d.workflow.keys import parse_depth_key
-from stereo3d.workflow.scripting import run_guarded, session_options, setup_logging
+from stereo3d.workflow.scripting import bad_source_record, run_guarded, session_options, setup_logging, source_of
 
 
 def main():
     probe = json.loads(open(snakemake.input.probe).read())
     start, end = (int(frame) for frame in snakemake.wildcards.seg.split("-"))
     estimate_depth(
-        video=snakemake.input.source,
+        video=source_of(snakemake),
         probe=probe,
         model=snakemake.input.model,
         out=snakemake.output.maps,
@@ -27,4 +27,4 @@ def main():
 
 
 setup_logging(snakemake.log[0])
-run_guarded(main)
+run_guarded(main, bad_source_record(snakemake))

@@ -4,7 +4,7 @@ import json
 import logging
 
 from stereo3d.stages.join import join_segments
-from stereo3d.workflow.scripting import run_guarded, setup_logging
+from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_logging, source_of
 
 
 def main():
@@ -12,14 +12,14 @@ def main():
     join_segments(
         list(snakemake.input.segments),
         list(snakemake.params.starts),
-        snakemake.input.source,
+        source_of(snakemake),
         snakemake.output[0],
         probe,
     )
     v = probe["video"]
     logging.getLogger("stereo3d").info(
         "done: %s (%d frames at %.3f fps) -> %s",
-        snakemake.input.source,
+        source_of(snakemake),
         v["frame_count"],
         v["fps"],
         snakemake.output[0],
@@ -27,4 +27,4 @@ def main():
 
 
 setup_logging(snakemake.log[0])
-run_guarded(main)
+run_guarded(main, bad_source_record(snakemake))

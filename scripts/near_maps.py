@@ -4,12 +4,12 @@ import json
 from pathlib import Path
 
 from stereo3d.stages.near_maps import make_near_maps
-from stereo3d.workflow.scripting import run_guarded, session_options, setup_logging
+from stereo3d.workflow.scripting import bad_source_record, run_guarded, session_options, setup_logging, source_of
 
 
 def main():
     make_near_maps(
-        video=snakemake.input.source,
+        video=source_of(snakemake),
         probe=json.loads(open(snakemake.input.probe).read()),
         depth=snakemake.input.depth,
         out=snakemake.output.maps,
@@ -23,4 +23,4 @@ def main():
 
 
 setup_logging(snakemake.log[0])
-run_guarded(main)
+run_guarded(main, bad_source_record(snakemake))

@@ -5,7 +5,9 @@ from stereo3d.workflow.scripting import run_guarded, setup_logging
 
 
 def main():
-    library_table(stats_paths=list(snakemake.input.stats), out=snakemake.output.videos)
+    library_table(
+        stats_paths=list(snakemake.input.stats), out=snakemake.output.videos, failures=dict(snakemake.params.failures)
+    )
     benchmark_table(
         bench_dir=snakemake.params.benchmarks,
         out=snakemake.output.benchmarks,

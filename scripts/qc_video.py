@@ -3,13 +3,13 @@
 import json
 
 from stereo3d.qc.report import video_report
-from stereo3d.workflow.scripting import run_guarded, setup_logging
+from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_logging, source_of
 
 
 def main():
     near = snakemake.params.near
     video_report(
-        source=snakemake.input.source,
+        source=source_of(snakemake),
         probe=json.loads(open(snakemake.input.probe).read()),
         depth=list(snakemake.input.depth),
         near=list(snakemake.input.near),
@@ -26,4 +26,4 @@ def main():
 
 
 setup_logging(snakemake.log[0])
-run_guarded(main)
+run_guarded(main, bad_source_record(snakemake))

@@ -5,14 +5,14 @@ import json
 from stereo3d.stages.render import EncodeSettings, render_video
 from stereo3d.stereo.layouts import layout_options
 from stereo3d.stereo.warp import StereoSettings, set_render_threads
-from stereo3d.workflow.scripting import run_guarded, setup_logging
+from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_logging, source_of
 
 
 def main():
     s = snakemake.params.render  # {**config["render"], **config["encode"]}
     set_render_threads(snakemake.threads)
     render_video(
-        video=snakemake.input.source,
+        video=source_of(snakemake),
         probe=json.loads(open(snakemake.input.probe).read()),
         near=snakemake.input.near,
         out=snakemake.output.video,
@@ -24,4 +24,4 @@ def main():
 
 
 setup_logging(snakemake.log[0])
-run_guarded(main)
+run_guarded(main, bad_source_record(snakemake))

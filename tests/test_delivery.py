@@ -262,8 +262,11 @@ def test_h264_frame_packing_sei_on_request_survives_the_mux(make_clip, tmp_path)
 
 
 # --- after a multi-segment join, as the workflow delivers -------------------------------------------------------
-def joined(tmp_path: Path, source: Path, layout: str, encode: EncodeSettings, size: int = 8) -> Path:
-    """The source rendered in segments of ``size`` frames and joined with its streams, as the workflow does."""
+def joined(
+    tmp_path: Path, source: Path, layout: str, encode: EncodeSettings, size: int = 8, out: str = "final.mp4"
+) -> Path:
+    """The source rendered in segments of ``size`` frames and joined with its streams into ``out``, as the
+    workflow does."""
     probe = probe_video(source)
     total = probe["video"]["frame_count"]
     height, width = probe["video"]["display_height"], probe["video"]["display_width"]
@@ -274,7 +277,7 @@ def joined(tmp_path: Path, source: Path, layout: str, encode: EncodeSettings, si
         write_maps(tmp_path / f"{start}.maps", [ramp] * count, "linear", attrs={"start": start})
         segments.append(tmp_path / f"{start}.mkv")
         render_video(source, probe, tmp_path / f"{start}.maps", segments[-1], STEREO, layout, encode)
-    return join_segments(segments, starts, source, tmp_path / "final.mp4", probe)
+    return join_segments(segments, starts, source, tmp_path / out, probe)
 
 
 @pytest.mark.parametrize(("layout", "st3d"), [("full_sbs", 2), ("half_tb", 1)])

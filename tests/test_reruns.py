@@ -80,6 +80,7 @@ EMA_LIBRARY = {
     "encode.pix_fmt": ("yuv444p", ENCODE),
     "encode.deep_codec": ("same", ENCODE),
     "encode.stereo_signal": ("sei", ENCODE),
+    "encode.container": ("mkv", {"join", "qc_library"}),  # the final mux alone
     "runtime.providers": (["cuda", "cpu"], NOTHING),  # speed only, like every runtime key
     "runtime.threads": (2, NOTHING),
     "runtime.gpu_mem_limit_mb": (1024, NOTHING),

@@ -138,6 +138,7 @@ def test_the_sheet_decides_each_videos_output_name(tmp_path):
     )
     (tmp_path / "videos.csv").write_text("video,render.layout\nconcert.mp4,anaglyph_dubois\n")
     write_config(tmp_path, library={"folder": "videos", "sheet": "videos.csv"})
+    snakemake(tmp_path, "work/beach/probe.json", "work/concert/probe.json")  # what a dry run plans after
     plan = snakemake(tmp_path, "-n", "all").stdout
     assert f"results/beach/beach{LAYOUT_TAGS['full_sbs']}.mp4" in plan
     assert f"results/concert/concert{LAYOUT_TAGS['anaglyph_dubois']}.mp4" in plan

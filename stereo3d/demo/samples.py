@@ -15,6 +15,9 @@ from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
 
 # The demo's file names; the workflow needs them before the clips exist.
 DEMO_CLIPS = ("demo_shapes_16x9.mp4", "demo_fractal_1x1.mp4")
+# The demo's own library (relative to the working directory), whatever library.folder says: the demo must never
+# write its clips into a user's folder of videos.
+DEMO_FOLDER = "demo/videos"
 
 PATTERNS = ("testsrc2", "testsrc", "mandelbrot", "life", "boxes")
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+MAX_NAME_BYTES = 255  # the longest file name common filesystems take
 
 
 def temp_path_for(path: str | Path) -> Path:
@@ -16,7 +19,15 @@ def temp_path_for(path: str | Path) -> Path:
     """
     path = Path(path)
     _remove_stale_partials(path)
-    return path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
+    return path.with_name(f".{_temp_stem(path)}.partial-{os.getpid()}{path.suffix}")
+
+
+def _temp_stem(path: Path) -> str:
+    """The target's stem, or a hash of it where the temporary name would pass the filesystem's limit."""
+    longest = f".{path.stem}.partial-{2**22}{path.suffix}"  # pids stay below 2**22 on Linux
+    if len(longest.encode()) <= MAX_NAME_BYTES:
+        return path.stem
+    return hashlib.sha1(path.stem.encode()).hexdigest()[:16]
 
 
 def _remove_stale_partials(path: Path) -> None:
@@ -25,7 +36,7 @@ def _remove_stale_partials(path: Path) -> None:
     process's temporary for this target belongs to a dead attempt."""
     own = f".partial-{os.getpid()}{path.suffix}"
     with contextlib.suppress(FileNotFoundError):  # the folder may not exist yet
-        for stale in path.parent.glob(f".{glob.escape(path.stem)}.partial-*{glob.escape(path.suffix)}"):
+        for stale in path.parent.glob(f".{glob.escape(_temp_stem(path))}.partial-*{glob.escape(path.suffix)}"):
             if not stale.name.endswith(own):
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()

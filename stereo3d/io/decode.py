@@ -2,7 +2,7 @@
 
 Decoding runs in an ffmpeg process drained by a background thread through a bounded queue, so ffmpeg works while
 the caller runs inference, and memory holds only ``prefetch`` frames, never a video. Frames are RGB ``uint8``
-arrays ``[H, W, 3]`` in display orientation (``uint16`` where asked, for deep sources).
+arrays ``[H, W, 3]`` in display orientation and square pixels (``uint16`` where asked, for deep sources).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ class FrameReader:
     """Stream frames ``[start, start + count)`` (presentation order) of a probed video as RGB uint8 arrays.
 
     ``probe`` is ``probe_video``'s result for ``path``. ``size=(width, height)`` lets ffmpeg scale (area
-    averaging when shrinking, bicubic when enlarging); otherwise frames have the display size (rotation
-    applied). Use as a context manager; leaving early stops ffmpeg. Raises ``BadVideo`` when ffmpeg fails or
-    delivers fewer frames than promised.
+    averaging when shrinking, bicubic when enlarging); otherwise frames have the probe's display size (rotation
+    applied, non-square pixels scaled to square ones the same way). Use as a context manager; leaving early
+    stops ffmpeg. Raises ``BadVideo`` when ffmpeg fails or delivers fewer frames than promised.
     """
 
     def __init__(
@@ -251,11 +251,23 @@ def _decode_args(
         # DA3 as texture and the warp would tear it. bwdif makes one progressive frame per frame (timestamps and
         # count kept), touching only frames flagged interlaced.
         filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
-    if size is not None:
-        shrink = size[0] * size[1] <= video["display_width"] * video["display_height"]
-        filters.append(f"scale={size[0]}:{size[1]}:flags={'area' if shrink else 'bicubic'}")
+    # ffmpeg hands over the coded pixels turned upright; non-square ones are scaled to the display size (the
+    # probe's policy: square pixels everywhere downstream), straight to ``size`` where one is asked for.
+    upright = _upright_size(video)
+    target = size if size is not None else (video["display_width"], video["display_height"])
+    if size is not None or tuple(target) != upright:
+        shrink = target[0] * target[1] <= upright[0] * upright[1]
+        filters.append(f"scale={target[0]}:{target[1]}:flags={'area' if shrink else 'bicubic'}")
     filters.append(f"format={pix_fmt}")
     return [*args, "-vf", ",".join(filters), "-f", "rawvideo", "-pix_fmt", pix_fmt, "pipe:1"]
+
+
+def _upright_size(video: dict) -> tuple[int, int]:
+    """The coded size after rotation: what ffmpeg delivers before any scaling (display size where not recorded)."""
+    if "width" not in video or "height" not in video:
+        return video["display_width"], video["display_height"]
+    swap = video.get("rotation", 0) in (90, 270)
+    return (video["height"], video["width"]) if swap else (video["width"], video["height"])
 
 
 def _keyframe_at_or_before(keyframes: list[int], index: int) -> int:

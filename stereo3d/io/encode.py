@@ -40,6 +40,8 @@ class VideoEncoder:
     ``color_space``, ``color_primaries``, ``color_transfer``), limited range, and the output is tagged with the
     same primaries and transfer: the transfer is never converted, so PQ/HLG (HDR) pictures pass through tagged
     as they came. Unknown or absent colour tags mean BT.709, what players assume for HD and larger.
+
+    ``sar`` ("1:1") tags the frames with that sample aspect ratio; None leaves ffmpeg's default for raw input.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class VideoEncoder:
         depth: int = 8,
         color: dict | None = None,
         time_base: str = "1/90000",
+        sar: str | None = None,
     ):
         self.out_path = Path(out_path)
         if self.out_path.suffix.lower() not in CONTAINERS:
@@ -74,7 +77,7 @@ class VideoEncoder:
         self._input_pix_fmt = "rgb24" if depth == 8 else "rgb48le"
         self._pts_s = None if pts_s is None else [float(t) for t in pts_s]
         self._time_base = Fraction(time_base)
-        self._encode = _encode_args(codec, crf, preset, pix_fmt, self.out_path.suffix.lower(), extra_args, color)
+        self._encode = _encode_args(codec, crf, preset, pix_fmt, self.out_path.suffix.lower(), extra_args, color, sar)
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._stop = threading.Event()
@@ -235,16 +238,29 @@ def resolve_codec(codec: str, pix_fmt: str) -> str:
 
 
 def _encode_args(
-    codec: str, crf: int, preset: str, pix_fmt: str, suffix: str, extra: Sequence[str], color: dict | None = None
+    codec: str,
+    crf: int,
+    preset: str,
+    pix_fmt: str,
+    suffix: str,
+    extra: Sequence[str],
+    color: dict | None = None,
+    sar: str | None = None,
 ) -> list[str]:
     matrix, space, primaries, transfer = _color_args(color or {})
     if codec.endswith("_nvenc"):
         pix_fmt = _nvenc_pix_fmt(pix_fmt)
     # The tags go on the frames (setparams) as well as the encoder: ffmpeg 7+ encoders take colour properties
     # from the frames, which swscale leaves unspecified except for the matrix and range it wrote.
+    vf = (
+        f"scale=out_color_matrix={matrix}:out_range=tv,setparams=range=tv:color_primaries={primaries}"
+        f":color_trc={transfer}:colorspace={space}"
+    )
+    if sar is not None:
+        # An explicit tag, so that the output of a non-square source says its pixels are now square.
+        vf += f",setsar={sar.replace(':', '/')}"
     args = [
-        "-vf", f"scale=out_color_matrix={matrix}:out_range=tv,setparams=range=tv:color_primaries={primaries}"
-               f":color_trc={transfer}:colorspace={space}",
+        "-vf", vf,
         "-c:v", codec, "-pix_fmt", pix_fmt,
         "-colorspace", space, "-color_primaries", primaries, "-color_trc", transfer, "-color_range", "tv",
     ]  # fmt: skip

@@ -49,10 +49,12 @@ def probe_video(path: str | Path) -> dict:
     Returns ``{"path", "bytes", "container", "duration_s", "start_s", "video": {...}, "frame_pts_s": [...],
     "audio": [...], "subtitles": [...], "attachments", "chapters"}``. ``video["rotation"]`` is the clockwise
     turn a player applies (the legacy ``rotate`` tag's sense); ``width``/``height`` are coded (before rotation),
-    ``display_width``/``display_height`` after it. ``frame_pts_s`` are the presentation times of every frame in
-    seconds, relative to the first frame and ascending; ``video["pts_offset_s"]`` is that first frame's own
-    timestamp in the file, ``video["start_pts_s"]`` its time after the container start, and
-    ``video["keyframes"]`` the frame indices (presentation order) a decoder can start from.
+    ``sar`` the sample aspect ratio ("32:27"; "1:1" where the file gives none), and ``display_width``/
+    ``display_height`` the size every later stage works at (``display_size``: square pixels, after rotation).
+    ``frame_pts_s`` are the presentation times of every frame in seconds, relative to the first frame and
+    ascending; ``video["pts_offset_s"]`` is that first frame's own timestamp in the file, ``video["start_pts_s"]``
+    its time after the container start, and ``video["keyframes"]`` the frame indices (presentation order) a
+    decoder can start from.
     """
     path = Path(path)
     size = _check_file(path)
@@ -76,7 +78,13 @@ def probe_video(path: str | Path) -> dict:
     vfr = _is_vfr(ticks, tb)
     rotation = video_info["rotation"]
     width, height = video_info["width"], video_info["height"]
-    swap = rotation in (90, 270)
+    display_width, display_height = display_size(width, height, video_info["sar"], rotation)
+    if min(display_width, display_height) < MIN_SIDE:
+        raise BadVideo(
+            path,
+            f"display size {display_width}x{display_height} (frame {width}x{height}, SAR {video_info['sar']}) "
+            f"is too small (min {MIN_SIDE}x{MIN_SIDE}): no picture to give depth to",
+        )
     container_start = banner["start_s"] or 0.0
 
     video = {
@@ -84,8 +92,8 @@ def probe_video(path: str | Path) -> dict:
         "codec": video_info["codec"],
         "width": width,
         "height": height,
-        "display_width": height if swap else width,
-        "display_height": width if swap else height,
+        "display_width": display_width,
+        "display_height": display_height,
         "rotation": rotation,
         "fps": float(rate),
         "fps_fraction": f"{rate.numerator}/{rate.denominator}",
@@ -122,6 +130,36 @@ def probe_video(path: str | Path) -> dict:
         "attachments": sum(1 for s in banner["streams"] if s["type"] == "Attachment"),
         "chapters": banner["chapters"],
     }
+
+
+def display_size(width: int, height: int, sar: str, rotation: int = 0) -> tuple[int, int]:
+    """The size at which a ``width`` x ``height`` coded picture with sample aspect ratio ``sar`` ("32:27") is shown,
+    in square pixels, after a clockwise ``rotation``: the coded height kept, the width scaled by the SAR and
+    rounded to the nearest even number (halves up), then the two swapped for 90 and 270 degrees. A 1:1 SAR
+    (or a malformed one) keeps the coded size as it is, odd sides included.
+
+    Why this policy (render at the display size, not keep the SAR and tag the output): VR players and many
+    headsets ignore SAR tags, so only square pixels look right everywhere; and depth, the warp and the layouts
+    all see the picture as it is meant to look. Even, because a 4:2:0 output needs even sides (an odd width
+    would be padded with a repeated column) and half-width layouts then halve it exactly. 720x480 at 32:27
+    becomes 854x480 (16:9), 1440x1080 at 4:3 becomes 1920x1080, 720x576 at 64:45 becomes 1024x576.
+    """
+    ratio = _sar_fraction(sar)
+    if ratio != 1:
+        width = max(2, math.floor(width * ratio / 2 + Fraction(1, 2)) * 2)
+    return (height, width) if rotation % 360 in (90, 270) else (width, height)
+
+
+def square_pixels(video: dict) -> bool:
+    """Whether a probe's ``video`` has square pixels (SAR 1:1, or none given): its frames need no scaling."""
+    return _sar_fraction(video.get("sar") or "1:1") == 1
+
+
+def _sar_fraction(sar: str) -> Fraction:
+    m = re.fullmatch(r"\s*(\d+)\s*[:/]\s*(\d+)\s*", sar)
+    if not m or int(m.group(1)) == 0 or int(m.group(2)) == 0:
+        return Fraction(1)
+    return Fraction(int(m.group(1)), int(m.group(2)))
 
 
 def _check_file(path: Path) -> int:

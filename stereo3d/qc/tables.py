@@ -83,8 +83,11 @@ def benchmark_table(bench_dir: str | Path, out: str | Path, csv_out: str | Path 
     return rules
 
 
-def library_table(stats_paths: Sequence[str | Path], out: str | Path) -> list[dict]:
-    """One row per video from the per-video ``stats.json``: flicker and parallax/comfort at a glance."""
+def library_table(
+    stats_paths: Sequence[str | Path], out: str | Path, failures: dict[str, str] | None = None
+) -> list[dict]:
+    """One row per video from the per-video ``stats.json``: flicker and parallax/comfort at a glance; and one row
+    per video that could not be converted (``failures``: video id → the one-line reason)."""
     rows = []
     for path in sorted(map(Path, stats_paths)):
         s = json.loads(path.read_text())
@@ -98,8 +101,12 @@ def library_table(stats_paths: Sequence[str | Path], out: str | Path) -> list[di
         "the frame width over every pixel of every frame (+ = in front of the screen). A frame is beyond the "
         "comfort limit when its 1st or 99th parallax percentile exceeds it in magnitude."
     )
-    _write_html(out, "Videos", [("Library", note, rows)])
-    return rows
+    failed = [{"video": video, "reason": reason} for video, reason in sorted((failures or {}).items())]
+    failed_note = (
+        "Each is left out until its file changes (delete <code>work/&lt;video&gt;/failed.json</code> to try again)."
+    )
+    _write_html(out, "Videos", [("Library", note, rows), ("Not converted", failed_note, failed)])
+    return rows + failed
 
 
 def _read_benchmark(path: Path) -> dict | None:

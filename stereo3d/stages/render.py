@@ -3,7 +3,8 @@
 The encoded file carries what players need to recognise the packing (Matroska ``StereoMode``, or the H.264
 frame-packing SEI; see ``stereo3d.stereo.layouts``), the source's timestamps (variable frame rate kept), and the
 source's bit depth and colour tags (10-bit and HDR stay so). Rotation needs nothing: frames are decoded in display
-orientation and written without a display matrix, so nothing rotates them again.
+orientation and written without a display matrix, so nothing rotates them again. Nor do non-square pixels: frames
+are decoded at the display size in square pixels, and such a source's output is tagged SAR 1:1 to say so.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from stereo3d.io.decode import FrameReader
 from stereo3d.io.encode import VideoEncoder, resolve_codec
 from stereo3d.io.ffmpeg import pix_fmt_bit_depths
 from stereo3d.io.mapstore import MapReader
+from stereo3d.io.probe import square_pixels
 from stereo3d.progress import Progress
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import StereoSettings, render_stereo
@@ -86,7 +88,7 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
                 VideoEncoder(out, out_w + pad_w, out_h + pad_h, info["fps_fraction"], codec=codec, crf=encode.crf,
                              preset=encode.preset, pix_fmt=pix_fmt, extra_args=extra, pts_s=pts_s,
                              depth=16 if deep else 8, color=info, time_base=info.get("time_base", "1/90000"),
-                             ) as encoder:  # fmt: skip
+                             sar=None if square_pixels(info) else "1:1") as encoder:  # fmt: skip
             for frame, near_map in zip(frames, nears, strict=True):
                 left, right = render_stereo(frame, near_map, stereo)
                 packed = get_layout(layout).pack(left, right, **options)

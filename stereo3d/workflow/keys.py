@@ -49,12 +49,16 @@ def near_settings(sections: dict, config: dict) -> dict:
     return settings
 
 
+MUX_ONLY = ("container",)  # encode keys the final mux reads, and the render stage does not
+
+
 def render_settings(sections: dict) -> dict:
     """Everything that changes the encoded stereo video's bytes: the render and encode sections, less the
-    options of layouts other than the chosen one."""
+    options of layouts other than the chosen one and what only the final mux reads."""
     layout = get_layout(sections["render"]["layout"])
     render = {k: v for k, v in sections["render"].items() if k in layout.options or k not in LAYOUT_OPTION_KEYS}
-    return {**render, **sections["encode"]}
+    encode = {k: v for k, v in sections["encode"].items() if k not in MUX_ONLY}
+    return {**render, **encode}
 
 
 def near_key(settings: dict) -> str:

@@ -21,7 +21,7 @@ class Paths:
         self.near_plan = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/plan.npz"
         self.near_maps = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.maps"
         self.render = f"{work}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mkv"
-        self.result = f"{self.results}/{{video}}/{{video}}{{tag}}.mp4"
+        self.result = f"{self.results}/{{video}}/{{video}}{{tag}}.{{ext}}"
         self.qc_video = f"{work}/{{video}}/qc/{{name}}"
         self.qc_library = f"{work}/qc/{{name}}"
         # Models and weights.

@@ -6,10 +6,14 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
-from stereo3d.errors import StereoError
+from stereo3d.errors import BadVideo, StereoError
 from stereo3d.runtime.devices import DeviceLease, acquire_device
 from stereo3d.runtime.sessions import SessionOptions
+from stereo3d.workflow.failures import record_failure, record_path
+from stereo3d.workflow.sources import fingerprint
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 GPU_PROVIDERS = {"cuda", "tensorrt"}
@@ -28,13 +32,45 @@ def setup_logging(log_path: str | None = None, level: int = logging.INFO) -> Non
     logging.basicConfig(level=level, format=FORMAT, handlers=handlers, force=True)
 
 
-def run_guarded(main: Callable[[], object]) -> None:
-    """Run ``main``; a StereoError becomes one line (log and stderr) and exit status 1."""
+@dataclass(frozen=True)
+class SourceFailure:
+    """Where a stage records that its source file is unusable (see stereo3d.workflow.failures)."""
+
+    record: Path
+    source: Path  # the real file (not the workflow's link to it)
+    rule: str
+
+
+def run_guarded(main: Callable[[], object], on_bad_source: SourceFailure | None = None) -> None:
+    """Run ``main``; a StereoError becomes one line (log and stderr) and exit status 1. A ``BadVideo`` about the
+    source itself is also recorded (``on_bad_source``), so the library goes on without that file until it
+    changes."""
     try:
         main()
     except StereoError as exc:
         logging.getLogger("stereo3d").error("%s", exc)
+        if on_bad_source is not None and isinstance(exc, BadVideo) and _is(exc.path, on_bad_source.source):
+            record_failure(on_bad_source.record, str(exc), on_bad_source.rule, fingerprint(on_bad_source.source))
         sys.exit(1)
+
+
+def source_of(smk) -> str:
+    """The real file behind a rule's ``source`` input (a link under the work folder, see
+    stereo3d.workflow.sources): what the stage reads, and what its messages name."""
+    return os.path.realpath(smk.input.source)
+
+
+def bad_source_record(smk) -> SourceFailure:
+    """The failure record of the video a per-video rule works on."""
+    return SourceFailure(
+        record=record_path(smk.config["paths"]["work"], smk.wildcards.video),
+        source=Path(source_of(smk)),
+        rule=smk.rule,
+    )
+
+
+def _is(path: Path | None, source: Path) -> bool:
+    return path is not None and os.path.realpath(path) == os.path.realpath(source)
 
 
 def session_options(runtime: dict, gpu_mem_limit: bool = True, models_dir: str | None = None) -> SessionOptions:

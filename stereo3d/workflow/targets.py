@@ -14,8 +14,10 @@ from stereo3d.stabilisers import Stabiliser, get_stabiliser
 from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.stereo.warp import StereoSettings
 from stereo3d.workflow import keys
+from stereo3d.workflow.failures import current_failure, record_path
 from stereo3d.workflow.paths import Paths, fill
 from stereo3d.workflow.preflight import check_weights
+from stereo3d.workflow.sources import Sources
 
 QC_FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png")
 QC_TABLES = ("exports.html", "videos.html", "benchmarks.html")
@@ -23,12 +25,41 @@ QC_TABLES = ("exports.html", "videos.html", "benchmarks.html")
 
 class Targets:
     """``settings``: id → the video's per-video sections (config with its sheet row laid over); ``videos``: id →
-    source path of the videos to convert."""
+    source path of the videos to convert (until ``link_sources`` leaves out those that failed before)."""
 
     def __init__(self, config: dict, settings: dict[str, dict], videos: dict[str, Path]):
-        self.config, self.settings, self.videos = config, settings, videos
+        self.config, self.settings = config, settings
         self.paths = Paths(config["paths"])
         self.demo = bool(config["demo"])
+        self.all_videos = dict(videos)
+        self.videos = dict(videos)
+        self.fingerprints: dict[str, str] = {}
+        self.links: dict[str, str] = {}
+        self.failed: dict[str, dict] = {}
+
+    def link_sources(self) -> None:
+        """Give each source its link and fingerprint under the work folder (stereo3d.workflow.sources), and leave
+        out the videos whose current file failed before (stereo3d.workflow.failures), listing them in
+        ``failed``. The demo's clips do not exist when it is parsed, and are read where they are made."""
+        sources = Sources(self.paths.work)
+        for video, path in self.all_videos.items():
+            self.fingerprints[video] = sources.fingerprint(path)
+            self.links[video] = str(sources.link(video, path))
+            record = current_failure(record_path(self.paths.work, video), self.fingerprints[video])
+            if record is not None:
+                self.failed[video] = record
+        sources.save()
+        self.videos = {video: path for video, path in self.all_videos.items() if video not in self.failed}
+
+    # --- sources ------------------------------------------------------------------------------------------------
+    def source(self, video: str) -> str:
+        """What the rules read the video through: its link (no braces or other pattern characters), else the
+        file itself (the demo's clips before they are generated, tests without links)."""
+        return self.links.get(video) or str(self.videos[video])
+
+    def fingerprint(self, video: str) -> str:
+        """The source's content fingerprint ("" before the file exists: the demo's clips)."""
+        return self.fingerprints.get(video, "")
 
     # --- per video ----------------------------------------------------------------------------------------------
     def near_settings(self, video: str) -> dict:
@@ -55,8 +86,8 @@ class Targets:
         return keys.render_key(self.render_settings(video))
 
     def result(self, video: str) -> str:
-        tag = LAYOUT_TAGS[self.render_settings(video)["layout"]]
-        return fill(self.paths.result, video=video, tag=tag)
+        tag = LAYOUT_TAGS[self.settings[video]["render"]["layout"]]
+        return fill(self.paths.result, video=video, tag=tag, ext=self.settings[video]["encode"]["container"])
 
     def da3_model(self, video: str) -> str:
         s = self.settings[video]["da3"]
@@ -86,8 +117,9 @@ class Targets:
         )
 
     # --- targets ------------------------------------------------------------------------------------------------
-    def results(self) -> list[str]:
-        return [self.result(video) for video in sorted(self.videos)]
+    def results(self, videos=None) -> list[str]:
+        """The finished files of ``videos`` (default: every video to convert)."""
+        return [self.result(video) for video in sorted(self.videos if videos is None else videos)]
 
     def exports(self) -> list[str]:
         """``snakemake exports``: every model the videos use and ``export.da3_extra`` (the configured DA3 model
@@ -104,19 +136,30 @@ class Targets:
             models |= {self.paths.model(f"NVDS/{name}") for name in names}
         return sorted(models)
 
-    def qc_validations(self) -> list[str]:
-        """Validation reports of every export the library's videos use."""
-        return [str(validation_path(model)) for model in sorted(self._models_in_use())]
+    def qc_validations(self, videos=None) -> list[str]:
+        """Validation reports of every export the videos (default: all to convert) use."""
+        return [str(validation_path(model)) for model in sorted(self._models_in_use(videos))]
 
-    def qc_stats(self) -> list[str]:
-        return [fill(self.paths.qc_video, video=video, name="stats.json") for video in sorted(self.videos)]
+    def qc_stats(self, videos=None) -> list[str]:
+        chosen = self.videos if videos is None else videos
+        return [fill(self.paths.qc_video, video=video, name="stats.json") for video in sorted(chosen)]
 
-    def report_outputs(self) -> list[str]:
-        """What `snakemake --report` shows (built by `all` unless report.qc is false)."""
-        if not self.config["report"]["qc"] or not self.videos:
+    def video_reports(self, videos=None) -> list[str]:
+        """The QC figures of ``videos`` (default: every video to convert), unless report.qc is false."""
+        if not self.config["report"]["qc"]:
             return []
-        per_video = [fill(self.paths.qc_video, video=v, name=n) for v in sorted(self.videos) for n in QC_FIGURES]
-        return per_video + [fill(self.paths.qc_library, name=name) for name in QC_TABLES]
+        chosen = sorted(self.videos if videos is None else videos)
+        return [fill(self.paths.qc_video, video=v, name=n) for v in chosen for n in QC_FIGURES]
 
-    def _models_in_use(self) -> set[str]:
-        return {self.da3_model(v) for v in self.videos} | {m for v in self.videos for m in self.near_models(v)}
+    def library_reports(self) -> list[str]:
+        """The library's QC tables (they list failed videos too), unless report.qc is false or there is no video."""
+        if not self.config["report"]["qc"] or not self.all_videos:
+            return []
+        return [fill(self.paths.qc_library, name=name) for name in QC_TABLES]
+
+    def probes(self) -> list[str]:
+        return [fill(self.paths.probe, video=video) for video in sorted(self.videos)]
+
+    def _models_in_use(self, videos=None) -> set[str]:
+        chosen = self.videos if videos is None else videos
+        return {self.da3_model(v) for v in chosen} | {m for v in chosen for m in self.near_models(v)}

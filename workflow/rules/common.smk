@@ -6,9 +6,10 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from stereo3d.demo.samples import DEMO_CLIPS
+from stereo3d.demo.samples import DEMO_CLIPS, DEMO_FOLDER
 from stereo3d.errors import StereoError
 from stereo3d.models.names import DA3_STEM
+from stereo3d.stages.probe import probe_failed
 from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.workflow import keys
 from stereo3d.workflow.config import load_schema, validate_config
@@ -39,7 +40,15 @@ def _validated_config():
 
 def _targets():
     folder = Path(config["library"]["folder"])
-    if config["demo"]:  # the demo library is known by name before it is generated
+    if config[
+        "demo"
+    ]:  # the demo library is known by name before it is generated, in its own folder
+        if folder != Path(DEMO_FOLDER):
+            print(
+                f"warning: the demo makes its clips in {DEMO_FOLDER}; library.folder {folder} is left alone",
+                file=sys.stderr,
+            )
+        folder = Path(DEMO_FOLDER)
         library = {video_id(name): folder / name for name in DEMO_CLIPS}
     else:
         lib = config["library"]
@@ -55,6 +64,8 @@ def _targets():
 at_parse_time(_validated_config)
 T = at_parse_time(_targets)
 at_parse_time(T.check_weights)
+if not config["demo"]:
+    T.link_sources()
 P = T.paths
 DEMO = T.demo
 
@@ -68,13 +79,56 @@ wildcard_constraints:
     seg=r"[0-9]{8}-[0-9]{8}",
     rkey=keys.RENDER_KEY,
     tag="|".join(LAYOUT_TAGS.values()),
+    ext="mp4|mkv",
 
 
-# --- segments: known once the video's probe (a checkpoint) has run ---------------------------
+# --- known once a video's probe (a checkpoint) has run ------------------------------------------
+_PROBED = {}
+
+
+def probed(video):
+    """The video's probe result (read once per run)."""
+    path = checkpoints.probe.get(video=video).output.json
+    if path not in _PROBED:
+        with open(path) as fh:
+            _PROBED[path] = json.load(fh)
+    return _PROBED[path]
+
+
+def converting():
+    """The videos whose probe found them convertible: a failed one is a row of the report, not a blocker."""
+    return [v for v in sorted(T.videos) if probe_failed(probed(v)) is None]
+
+
+def failures():
+    """Video → one-line reason, for every video that cannot be converted (this run's and remembered ones)."""
+    found = {video: record["reason"] for video, record in T.failed.items()}
+    for video in T.videos:
+        reason = probe_failed(probed(video))
+        if reason is not None:
+            found[video] = reason
+    return dict(sorted(found.items()))
+
+
+def summarise_failures():
+    """One warning line per video that cannot be converted (run end: every probe that ran is on disk)."""
+    found = {video: record["reason"] for video, record in T.failed.items()}
+    for video in T.videos:
+        path = Path(fill(P.probe, video=video))
+        if path.is_file() and probe_failed(json.loads(path.read_text())) is not None:
+            found[video] = probe_failed(json.loads(path.read_text()))
+    if found:
+        print(
+            f"warning: {len(found)} of {len(T.all_videos)} videos not converted:",
+            file=sys.stderr,
+        )
+        for video, reason in sorted(found.items()):
+            print(f"  {video}: {reason}", file=sys.stderr)
+
+
 def segments(video):
     """The video's frame ranges as (start, count)."""
-    with open(checkpoints.probe.get(video=video).output.json) as fh:
-        frames = json.load(fh)["video"]["frame_count"]
+    frames = probed(video)["video"]["frame_count"]
     size = config["segments"]["frames"] or frames
     return [(start, min(size, frames - start)) for start in range(0, frames, size)]
 

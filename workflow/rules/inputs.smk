@@ -4,7 +4,34 @@ from stereo3d.models.names import parse_da3_onnx_name
 
 
 def get_source(wildcards):
-    return str(T.videos[wildcards.video])
+    # ancient: what says the source changed is its fingerprint (a param of the probe), not its time or path,
+    # so a moved or copied library recomputes nothing.
+    return ancient(T.source(wildcards.video))
+
+
+def get_fingerprint(wildcards):
+    return T.fingerprint(wildcards.video)
+
+
+def get_results(wildcards):
+    return T.results(converting())
+
+
+def get_video_reports(wildcards):
+    return T.video_reports(converting())
+
+
+def get_qc_stats(wildcards):
+    return T.qc_stats(converting())
+
+
+def get_probes(wildcards):
+    return T.probes()
+
+
+def get_failures(wildcards):
+    """Each video that cannot be converted, with its one-line reason."""
+    return failures()
 
 
 def get_depth_segments(wildcards):
@@ -94,4 +121,4 @@ def get_demo_outputs(wildcards):
         raise WorkflowError(
             "the demo target needs the demo configuration: --configfile demo/config.yaml"
         )
-    return T.results()
+    return get_results(wildcards)

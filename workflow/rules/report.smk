@@ -70,11 +70,12 @@ rule qc_exports:
         "../../scripts/qc_exports.py"
 
 
-# Per-video QC numbers and the rules' benchmarks, once every video is finished.
+# Per-video QC numbers (failed videos with their reason) and the rules' benchmarks.
 rule qc_library:
     input:
-        stats=T.qc_stats(),
-        finished=T.results(),
+        stats=get_qc_stats,
+        finished=get_results,
+        probes=get_probes,
     output:
         videos=report(
             fill(P.qc_library, name="videos.html"),
@@ -97,5 +98,6 @@ rule qc_library:
         "../../envs/runtime.yaml"
     params:
         benchmarks=P.benchmarks,
+        failures=get_failures,
     script:
         "../../scripts/qc_library.py"

@@ -15,6 +15,8 @@ checkpoint probe:
         P.benchmark("probe", "{video}")
     conda:
         "../../envs/runtime.yaml"
+    params:
+        fingerprint=get_fingerprint,
     script:
         "../../scripts/probe.py"
 
@@ -120,9 +122,9 @@ rule join:
     output:
         P.result,
     log:
-        P.log("join", "{video}{tag}"),
+        P.log("join", "{video}{tag}.{ext}"),
     benchmark:
-        P.benchmark("join", "{video}{tag}")
+        P.benchmark("join", "{video}{tag}.{ext}")
     conda:
         "../../envs/runtime.yaml"
     params:
