@@ -10,6 +10,7 @@ symbolic link. ``VIDEO_CASES`` says what the workflow does with each (``converts
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,24 @@ VIDEO_CASES = (
         "intermediates round to whole ms; the final mux restamps the source's ticks)",
     ),
     Case(HOSTILE_NAME, "converts", "spaces, unicode, ;$()'\"` and a glob in the name: converts, nothing executed"),
+    Case(
+        "repeat_markers.avi",
+        "converts",
+        "AVI with zero-byte video chunks (how AVI writers store a dropped or unchanged frame): each picture lasts "
+        "until the next, the last to the end of the stream; the audio stays in sync",
+    ),
+    Case(
+        "mid_gop.mp4",
+        "converts",
+        "H.264 cut in the middle of a GOP and muxed without reordering times: the decoder delivers pictures out of "
+        "order; they are shown in presentation order, every frame at its time",
+    ),
+    Case(
+        "edit_list_cut.mp4",
+        "converts",
+        "stream copy from mid-GOP with an edit list: the pre-roll packets are decoded as references but not "
+        "shown; the video starts at the cut",
+    ),
     Case(
         "folder.mp4", "", "a folder named like a video: not a video, skipped by discovery (its videos inside are found)"
     ),
@@ -249,7 +268,100 @@ def _lavfi(path: Path, args: list[str]) -> Path:
     return path
 
 
+REPEAT_MARKERS = dict(fps=16, every=6, frames=48)  # a picture every 6th frame of 48 at 16 fps: 8 pictures, 3 s
+
+
+def _repeat_markers(path: Path) -> Path:
+    """An AVI (Motion JPEG + PCM tone) written chunk by chunk, with empty video chunks for the frames that repeat
+    the picture before: FFmpeg's own AVI muxer never writes those, other writers do."""
+    import struct
+
+    import cv2
+    import numpy as np
+
+    fps, every, frames = REPEAT_MARKERS["fps"], REPEAT_MARKERS["every"], REPEAT_MARKERS["frames"]
+    width, height, rate = 64, 36, 8000
+    per_frame = rate // fps
+
+    def chunk(fourcc: bytes, data: bytes) -> bytes:
+        return fourcc + struct.pack("<I", len(data)) + data + (b"\0" if len(data) % 2 else b"")
+
+    def listed(kind: bytes, body: bytes) -> bytes:
+        return b"LIST" + struct.pack("<I", len(body) + 4) + kind + body
+
+    pictures = []
+    for n in range(frames):
+        if n % every:
+            pictures.append(b"")  # a repeat marker
+            continue
+        image = np.zeros((height, width, 3), np.uint8)
+        image[:, (4 * n) % width] = 255  # a bar that moves from picture to picture
+        image[..., 1] = 40 + 4 * n
+        pictures.append(cv2.imencode(".jpg", image)[1].tobytes())
+    avih = struct.pack("<14I", 10**6 // fps, 0, 0, 0x110, frames, 0, 2, 1 << 16, width, height, 0, 0, 0, 0)
+    video_h = b"vidsMJPG" + struct.pack("<IHHIIIIIIIIhhhh", 0, 0, 0, 0, 1, fps, 0, frames, 1 << 16, 2**32 - 1, 0, 0,
+                                        0, width, height)  # fmt: skip
+    video_f = struct.pack("<IiiHH4sIiiII", 40, width, height, 1, 24, b"MJPG", width * height * 3, 0, 0, 0, 0)
+    audio_h = b"auds\0\0\0\0" + struct.pack("<IHHIIIIIIIIhhhh", 0, 0, 0, 0, 1, rate, 0, frames * per_frame, 1 << 14,
+                                            2**32 - 1, 2, 0, 0, 0, 0)  # fmt: skip
+    audio_f = struct.pack("<HHIIHH", 1, 1, rate, 2 * rate, 2, 16)  # PCM, mono, 16 bit
+    header = listed(b"hdrl", chunk(b"avih", avih) + listed(b"strl", chunk(b"strh", video_h) + chunk(b"strf", video_f))
+                    + listed(b"strl", chunk(b"strh", audio_h) + chunk(b"strf", audio_f)))  # fmt: skip
+    tone = (np.sin(2 * np.pi * 440 * np.arange(frames * per_frame) / rate) * 8000).astype("<i2").tobytes()
+    movi, index = b"", b""
+    for n, data in enumerate(pictures):
+        for fourcc, payload, key in (
+            (b"00dc", data, bool(data)),
+            (b"01wb", tone[2 * n * per_frame :][: 2 * per_frame], True),
+        ):
+            index += fourcc + struct.pack("<III", 0x10 if key else 0, 4 + len(movi), len(payload))
+            movi += chunk(fourcc, payload)
+    body = b"AVI " + header + listed(b"movi", movi) + chunk(b"idx1", index)
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+    return path
+
+
+def _mid_gop(path: Path) -> Path:
+    # B-frames and GOPs of 12; the raw stream cut at its 8th slice (mid-GOP, parameter sets kept in front) and
+    # muxed as it comes, so the container's times follow decode order, not presentation order.
+    with tempfile.TemporaryDirectory(prefix="corpus-") as scratch:
+        clip = make_clip(
+            Path(scratch) / "gop.mp4", frames=48, width=64, height=36, fps="24", extra=("-g", "12", "-bf", "3")
+        )
+        raw = Path(scratch) / "gop.h264"
+        run_ffmpeg(["-i", ffmpeg_url(clip), "-c:v", "copy", "-bsf:v", "h264_mp4toannexb", "-an", "-y", ffmpeg_url(raw)],
+                   path, "corpus: raw stream")  # fmt: skip
+        data = raw.read_bytes()
+        units = [i for i in range(len(data) - 4) if data[i : i + 4] == b"\0\0\0\1"]
+        bounds = list(zip(units, [*units[1:], len(data)]))
+        parameters = b"".join(data[a:b] for a, b in bounds if data[a + 4] & 0x1F in (7, 8))
+        slices = [a for a, _ in bounds if data[a + 4] & 0x1F in (1, 5)]
+        cut = Path(scratch) / "cut.h264"
+        cut.write_bytes(parameters + data[slices[7] :])
+        with atomic_output(path) as tmp:
+            run_ffmpeg(["-r", "24", "-i", ffmpeg_url(cut), "-c", "copy", "-y", ffmpeg_url(tmp)], path, "corpus: mux")
+    return path
+
+
+EDIT_LIST_CUT_S = 0.35
+
+
+def _edit_list_cut(path: Path) -> Path:
+    # ffmpeg's stream copy from a time that is no key frame keeps the GOP's start and hides it with an edit list.
+    with tempfile.TemporaryDirectory(prefix="corpus-") as scratch:
+        clip = make_clip(Path(scratch) / "gop.mp4", frames=48, width=64, height=36, fps="24", audio=True,
+                         extra=("-g", "12", "-bf", "3"))  # fmt: skip
+        with atomic_output(path) as tmp:
+            run_ffmpeg(["-ss", str(EDIT_LIST_CUT_S), "-i", ffmpeg_url(clip), "-c", "copy", "-y", ffmpeg_url(tmp)],
+                       path, "corpus: cut")  # fmt: skip
+    return path
+
+
 _MAKERS = {
+    "repeat_markers.avi": _repeat_markers,
+    "mid_gop.mp4": _mid_gop,
+    "edit_list_cut.mp4": _edit_list_cut,
     "empty.mp4": _empty,
     "truncated_moov.mp4": _truncated_moov,
     "truncated_mid.mkv": _truncated_mid,

@@ -152,7 +152,42 @@ def _hostile_name(workdir, source_path, source, out, result):
     assert not list(workdir.rglob("pwned*"))
 
 
+def _repeat_markers(workdir, source_path, source, out, result):
+    # A picture every 6th frame: 8 frames as shown, each lasting until the next, the last to the end (3 s).
+    spec = corpus.REPEAT_MARKERS
+    pictures = spec["frames"] // spec["every"]
+    step = spec["every"] / spec["fps"]
+    assert result["video"]["frame_count"] == source["video"]["frame_count"] == pictures
+    assert result["frame_pts_s"] == pytest.approx([n * step for n in range(pictures)], abs=1e-9)
+    assert result["video"]["duration_s"] == pytest.approx(spec["frames"] / spec["fps"], abs=0.5 / spec["fps"])
+    # In sync: the audio (re-encoded to AAC for MP4) lasts as long as the video and starts with it.
+    assert len(result["audio"]) == 1 and abs(result["video"]["start_pts_s"]) < 1e-3
+    assert result["duration_s"] == pytest.approx(spec["frames"] / spec["fps"], abs=1 / spec["fps"])
+    # Each frame is its own picture (the bar moves between them), not a neighbour's.
+    left = _decoded(out, 128, 36)[:, :, :64].astype(int)
+    assert all(np.abs(left[n + 1] - left[n]).mean() > 2 for n in range(pictures - 1))
+
+
+def _mid_gop(workdir, source_path, source, out, result):
+    # The decoder delivers these pictures out of order; the result has every one of them at its own time.
+    assert result["video"]["frame_count"] == source["video"]["frame_count"] > 30
+    assert result["frame_pts_s"] == source["frame_pts_s"]
+    assert _decoded(out, result["video"]["width"], result["video"]["height"]).shape[0] == result["video"]["frame_count"]
+
+
+def _edit_list_cut(workdir, source_path, source, out, result):
+    # The pre-roll before the cut is not shown: the result starts where the edit list does and lasts as long.
+    full, cut = 48 / 24, corpus.EDIT_LIST_CUT_S
+    assert source["video"]["duration_s"] == pytest.approx(full - cut, abs=1 / 24)
+    assert result["frame_pts_s"] == source["frame_pts_s"]
+    assert abs(result["video"]["start_pts_s"] - source["video"]["start_pts_s"]) < 1 / 24
+    assert len(result["audio"]) == 1
+
+
 WHAT_EACH_CASE_IS_FOR = {
+    "repeat_markers.avi": _repeat_markers,
+    "mid_gop.mp4": _mid_gop,
+    "edit_list_cut.mp4": _edit_list_cut,
     "truncated_mid.mkv": _truncated_mid,
     "single_frame.mp4": _single_frame,
     "three_frames.mp4": _three_frames,

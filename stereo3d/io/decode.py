@@ -1,43 +1,56 @@
-"""Frame-exact streaming decode through an ffmpeg pipe.
+"""Frame-exact streaming decode through PyAV, with the timeline a player shows.
 
-Decoding runs in an ffmpeg process drained by a background thread through a bounded queue, so ffmpeg works while
-the caller runs inference, and memory holds only ``prefetch`` frames, never a video. Frames are RGB ``uint8``
-arrays ``[H, W, 3]`` in display orientation and square pixels (``uint16`` where asked, for deep sources).
+A reader delivers frames ``[start, start + count)`` of the probe's timeline (``stereo3d.io.probe``), each the
+picture a player shows at that frame's time: the last picture whose presentation time is not after it. Decoded
+pictures are put back in presentation order first (a decoder may deliver them out of order where a stream's
+first packets are odd), so a frame is never taken for its neighbour; where a picture the timeline lists does not
+come out of the decoder (a damaged packet, a file cut mid-GOP), the picture before it is shown in its place, as a
+player would, and the reader says so once in the log instead of failing the video.
+
+Two background threads keep the caller fed: one demuxes and decodes (FFmpeg's own decoder threads do the heavy
+part, outside Python's lock), one converts pictures to RGB arrays (swscale, also outside it), through bounded
+queues, so memory holds a few frames, never a video. Frames are RGB ``uint8`` arrays ``[H, W, 3]`` in display
+orientation and square pixels (``uint16`` where asked, for deep sources).
 """
 
 from __future__ import annotations
 
 import bisect
-import collections
+import heapq
+import itertools
 import logging
+import os
 import queue
-import re
-import subprocess
 import threading
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
 
+import av
 import numpy as np
 
 from stereo3d.errors import BadVideo
-from stereo3d.io.ffmpeg import ffmpeg_command, ffmpeg_url, last_error_line
-from stereo3d.io.pipes import END, drain_lines, patient_put, read_into
+from stereo3d.io.pipes import END, patient_put
 
 log = logging.getLogger(__name__)
 
-INTERLACED = frozenset({"tt", "bb", "tb", "bt"})  # probe field orders (ffmpeg's names) that mean interlaced
-_SHOWINFO = re.compile(r"Parsed_showinfo.*\bn:\s*\d+\s+pts:\s*(-?\d+)")
-_PROBLEM = re.compile(r"error|invalid|fail|corrupt|missing|truncat|unable|cannot", re.IGNORECASE)
+INTERLACED = frozenset({"tt", "bb", "tb", "bt"})  # probe field orders (FFmpeg's names) that mean interlaced
+# Pictures held back to put a decoder's output in presentation order: more than any B-frame pyramid reorders.
+REORDER_PICTURES = 16
+# How far before a key frame to seek in a container without an index (MPEG-TS, PS): the search lands near the
+# target on any packet, and decoding must begin at or before the key frame.
+SEARCH_MARGIN_S = 2.0
+# Clockwise turns a player applies (the probe's ``rotation``) as numpy's counter-clockwise quarter turns.
+_QUARTER_TURNS = {0: 0, 90: -1, 180: 2, 270: 1}
 
 
 class FrameReader:
-    """Stream frames ``[start, start + count)`` (presentation order) of a probed video as RGB uint8 arrays.
+    """Stream frames ``[start, start + count)`` (presentation order) of a probed video as RGB arrays.
 
-    ``probe`` is ``probe_video``'s result for ``path``. ``size=(width, height)`` lets ffmpeg scale (area
-    averaging when shrinking, bicubic when enlarging); otherwise frames have the probe's display size (rotation
-    applied, non-square pixels scaled to square ones the same way). Use as a context manager; leaving early
-    stops ffmpeg. Raises ``BadVideo`` when ffmpeg fails or delivers fewer frames than promised.
+    ``probe`` is ``probe_video``'s result for ``path``. ``size=(width, height)`` scales (area averaging when
+    shrinking, bicubic when enlarging); otherwise frames have the probe's display size (rotation applied,
+    non-square pixels scaled to square ones the same way). Use as a context manager; leaving early stops the
+    threads. Raises ``BadVideo`` when the file cannot be read or no picture comes out for the frames asked.
     """
 
     def __init__(
@@ -64,18 +77,20 @@ class FrameReader:
             raise ValueError(f"frame size must be positive, not {self.width}x{self.height}")
         # deep: RGB uint16 (rgb48le) so that 10-bit and deeper sources keep their precision through rendering.
         self.dtype = np.dtype(np.uint16 if deep else np.uint8)
-        self._frame_bytes = self.width * self.height * 3 * self.dtype.itemsize
-        self._probe = probe
-        self._args = _decode_args(self.path, probe, start, count, size, video, "rgb48le" if deep else "rgb24")
-        self._pts: list[int] = []
+        self._format = "rgb48le" if deep else "rgb24"
+        self._video = video
+        self._targets = _target_ticks(probe, start, count)
+        self._seek = _seek_tick(probe, start)
+        self._search = not _has_index(probe.get("container", ""))
+        self._conversion = _Conversion(video, (self.width, self.height), self._format)
+        self._pictures: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
         self._stop = threading.Event()
-        self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._error: BaseException | None = None
         self._delivered = 0
-        self._proc: subprocess.Popen | None = None
+        self.decoded = 0  # pictures decoded so far (a reader left early stops decoding)
         self._threads: list[threading.Thread] = []
-        self._finished = False
+        self._started = self._finished = False
 
     def __len__(self) -> int:
         return self.count
@@ -103,104 +118,141 @@ class FrameReader:
         return item
 
     def close(self) -> None:
-        """Stop ffmpeg (if still running) and the reader thread; safe to call twice."""
+        """Stop the threads (if still running); safe to call twice."""
         self._finished = True
         self._stop.set()
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
         self._join()
 
+    # --- the two threads ------------------------------------------------------------------------------------
     def _ensure_started(self) -> None:
-        if self._proc is not None or self._finished:
+        if self._started or self._finished:
             return
+        self._started = True
         if self.count == 0:
             self._queue.put(END)
             return
-        self._proc = subprocess.Popen(
-            ffmpeg_command(self._args),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
         self._threads = [
-            threading.Thread(target=self._pump_frames, name="frame-reader", daemon=True),
-            threading.Thread(target=_drain_decoder_log, args=(self._proc.stderr, self._stderr, self._pts), daemon=True),
+            threading.Thread(target=self._decode, name="frame-decoder", daemon=True),
+            threading.Thread(target=self._convert, name="frame-converter", daemon=True),
         ]
         for thread in self._threads:
             thread.start()
 
-    def _pump_frames(self) -> None:
-        stdout = self._proc.stdout
+    def _decode(self) -> None:
+        """Pick the picture shown at each target time and hand it to the converter (the same picture again for
+        a frame that repeats it)."""
         try:
-            while not self._stop.is_set():
-                frame = np.empty((self.height, self.width, 3), dtype=self.dtype)
-                got = read_into(stdout, memoryview(frame).cast("B"))
-                if got == 0:
-                    break
-                if got < self._frame_bytes:
-                    raise BadVideo(
-                        self.path, f"decoding: ffmpeg stopped mid-frame ({got} of {self._frame_bytes} bytes)"
-                    )
-                if not self._put(frame):
-                    return
+            with av.open(os.fspath(self.path), metadata_errors="ignore") as container:
+                stream = container.streams[self._video["index"]]
+                stream.thread_type = "AUTO"
+                pictures = _in_presentation_order(self._pictures_from(container, stream))
+                shown, missed = None, 0
+                upcoming = next(pictures, None)
+                for target in self._targets:
+                    while upcoming is not None and upcoming.pts <= target:
+                        shown, upcoming = upcoming, next(pictures, None)
+                    if shown is None:  # nothing decoded at or before the first target: the first picture after
+                        shown, upcoming = upcoming, next(pictures, None)
+                    if shown is None:
+                        raise BadVideo(self.path, f"decoding {self._span()}: no picture came out of the decoder")
+                    missed += shown.pts != target
+                    if not self._put(self._pictures, shown):
+                        return
+                if missed:
+                    log.warning(
+                        "%s: %s: %d of %d frames have no picture of their own (shown as the picture before, as a "
+                        "player does)",
+                        self.path.name, self._span(), missed, self.count,
+                    )  # fmt: skip
         except BaseException as exc:  # handed to the consumer thread, which raises it
             self._error = exc
-        self._put(END)
+        self._put(self._pictures, END)
 
-    def _put(self, item) -> bool:
-        return patient_put(self._queue, item, lambda: not self._stop.is_set())
+    def _pictures_from(self, container, stream) -> Iterator:
+        """Decoded (and, for interlaced sources, deinterlaced) pictures from the key frame before the first target
+        on, as the decoder delivers them, each with a presentation time."""
+        first = self._targets[0]
+        margin = round(SEARCH_MARGIN_S / stream.time_base) if self._search else 0
+        while True:
+            if self._seek is not None:
+                container.seek(max(self._seek - margin, 0), stream=stream, backward=True, any_frame=False)
+            pictures = self._decoded(container, stream)
+            head = next(pictures, None)
+            if head is None or self._seek is None or head.pts <= first or self._seek - margin <= 0:
+                break
+            # The search landed after the key frame the targets start from: look again, further back.
+            pictures.close()
+            margin = 2 * margin + round(SEARCH_MARGIN_S / stream.time_base)
+        if head is not None:
+            yield head
+            yield from pictures
+
+    def _decoded(self, container, stream) -> Iterator:
+        deinterlace = _Deinterlacer(stream) if self._video.get("field_order") in INTERLACED else None
+        last_pts = None
+        errors = 0
+        for packet in container.demux(stream):
+            if self._stop.is_set():
+                return
+            try:
+                frames = packet.decode()
+            except av.FFmpegError as exc:
+                errors += 1  # a damaged packet: its picture will be missing, the next may decode
+                if errors == 1:
+                    log.warning("%s: %s: skipping a packet the decoder refused (%s)", self.path.name, self._span(),
+                                getattr(exc, "strerror", None) or exc)  # fmt: skip
+                continue
+            for frame in deinterlace.filter(frames) if deinterlace else frames:
+                if frame.pts is None:  # a stream without timestamps: the next tick after the last
+                    frame.pts = 0 if last_pts is None else last_pts + 1
+                last_pts = frame.pts
+                self.decoded += 1
+                yield frame
+        if deinterlace is not None:
+            yield from deinterlace.flush()
+
+    def _convert(self) -> None:
+        try:
+            while True:
+                item = self._pictures.get()
+                if item is END or self._stop.is_set():
+                    break
+                # A picture shown again (no picture of its own for that frame) is converted again rather than
+                # shared: the caller owns every array it gets, and may write into it or hand it on.
+                if not self._put(self._queue, self._conversion(item)):
+                    return
+        except BaseException as exc:
+            self._error = self._error or exc
+        self._put(self._queue, END)
+
+    # --- helpers -------------------------------------------------------------------------------------------
+    def _put(self, target: queue.Queue, item) -> bool:
+        return patient_put(target, item, lambda: not self._stop.is_set())
+
+    def _span(self) -> str:
+        return f"frames {self.start}..{self.start + self.count - 1}"
 
     def _finish(self) -> None:
         self._finished = True
-        if self._proc is None:
-            return
-        returncode = self._proc.wait()
         self._join()
-        span = f"frames {self.start}..{self.start + self.count - 1}"
         if self._error is not None:
             if isinstance(self._error, BadVideo):
                 raise self._error
-            raise BadVideo(self.path, f"decoding {span}: {self._error}") from self._error
-        if returncode != 0:
-            raise BadVideo(self.path, f"decoding {span}: {last_error_line(chr(10).join(self._stderr))}")
+            cause = getattr(self._error, "strerror", None) or self._error
+            raise BadVideo(self.path, f"decoding {self._span()}: {cause}") from self._error
         if self._delivered != self.count:
-            # At info level ffmpeg's log is mostly the stream layout; only a line naming a problem helps here.
-            problems = [line for line in self._stderr if _PROBLEM.search(line)]
-            detail = f" (ffmpeg: {last_error_line(chr(10).join(problems))})" if problems else ""
-            raise BadVideo(self.path, f"decoding {span}: got {self._delivered} of {self.count} frames{detail}")
-        self._check_timestamps(span)
-
-    def _check_timestamps(self, span: str) -> None:
-        """Every delivered frame must be the frame the probe lists at that place, or the segment is wrong."""
-        if not self._pts:
-            log.warning("%s: %s: ffmpeg reported no frame timestamps; frame positions not verified", self.path, span)
-            return
-        expected, tb = _expected_ticks(self._probe, self.start, self.count)
-        for n, (got, want) in enumerate(zip(self._pts, expected, strict=False)):
-            if abs(got - want) > 1:
-                raise BadVideo(
-                    self.path,
-                    f"decoding {span}: frame {self.start + n} came out at {float(got * tb):.6f} s instead of "
-                    f"{float(want * tb):.6f} s (the file does not seek exactly)",
-                )
-        # showinfo may see a frame or two more than -frames:v lets out; fewer means some went unreported.
-        if len(self._pts) < len(expected):
-            raise BadVideo(self.path, f"decoding {span}: {len(self._pts)} timestamps for {len(expected)} frames")
+            raise BadVideo(self.path, f"decoding {self._span()}: got {self._delivered} of {self.count} frames")
 
     def _join(self) -> None:
-        # Unblock a reader waiting on a full queue, then reap ffmpeg so no zombie is left behind.
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
+        # Unblock threads waiting on a full queue, then let them end.
+        for pending in (self._queue, self._pictures):
+            while True:
+                try:
+                    pending.get_nowait()
+                except queue.Empty:
+                    break
         for thread in self._threads:
             thread.join(timeout=10)
-        if self._proc is not None:
-            self._proc.wait()
-            for stream in (self._proc.stdout, self._proc.stderr):
-                if stream is not None:
-                    stream.close()
 
 
 def read_batches(reader: Iterable[np.ndarray], n: int) -> Iterator[np.ndarray]:
@@ -217,84 +269,93 @@ def read_batches(reader: Iterable[np.ndarray], n: int) -> Iterator[np.ndarray]:
         yield np.stack(batch)
 
 
-def _decode_args(
-    path: Path, probe: dict, start: int, count: int, size, video: dict, pix_fmt: str = "rgb24"
-) -> list[str]:
-    # -copyts keeps the file's own timestamps, so frames are picked by the exact times the probe recorded;
-    # showinfo reports each delivered frame's timestamp, which the reader checks against the probe.
-    args = ["-loglevel", "info", "-copyts"]
-    filters = []
-    if start > 0:
-        pts, offset = probe["frame_pts_s"], float(video.get("pts_offset_s", video.get("start_pts_s", 0.0)))
-        key = _keyframe_at_or_before(video.get("keyframes") or [0], start)
-        if key > 0:
-            key_s = offset + pts[key]
-            if _has_index(probe.get("container", "")):
-                # The demuxer's index lands on the last key frame at or before the target: aim just past it.
-                after = pts[key + 1] - pts[key] if key + 1 < len(pts) else 0.004
-                seek_s = key_s + min(after / 4, 0.001)
-            else:
-                # No index (MPEG-TS, PS): the search lands near the target on any packet; start well before
-                # the key frame so decoding begins at it (undecodable packets before it are dropped).
-                seek_s = key_s - 2.0
-            seek_s -= float(probe.get("start_s") or 0.0)  # -ss counts from the container start
-            if seek_s > 0:
-                args += ["-noaccurate_seek", "-ss", f"{seek_s:.6f}"]
-        # Half-way between the previous frame and the first wanted one: rounding cannot tip either.
-        filters.append(f"select='gte(t\\,{offset + (pts[start - 1] + pts[start]) / 2:.9f})'")
-    args += ["-i", ffmpeg_url(path), "-map", f"0:{video['index']}", "-an", "-sn", "-dn"]
-    # passthrough: one output frame per decoded frame, whatever the timestamps (VFR must not be evened out).
-    args += ["-fps_mode", "passthrough", "-frames:v", str(count)]
-    filters.append("showinfo=checksum=0")
-    if video.get("field_order") in INTERLACED:
-        # ffmpeg hands over interlaced video as woven frames (both fields, full height): the combing would reach
-        # DA3 as texture and the warp would tear it. bwdif makes one progressive frame per frame (timestamps and
-        # count kept), touching only frames flagged interlaced.
-        filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
-    # ffmpeg hands over the coded pixels turned upright; non-square ones are scaled to the display size (the
-    # probe's policy: square pixels everywhere downstream), straight to ``size`` where one is asked for.
-    upright = _upright_size(video)
-    target = size if size is not None else (video["display_width"], video["display_height"])
-    if size is not None or tuple(target) != upright:
-        shrink = target[0] * target[1] <= upright[0] * upright[1]
-        filters.append(f"scale={target[0]}:{target[1]}:flags={'area' if shrink else 'bicubic'}")
-    filters.append(f"format={pix_fmt}")
-    return [*args, "-vf", ",".join(filters), "-f", "rawvideo", "-pix_fmt", pix_fmt, "pipe:1"]
+class _Conversion:
+    """A decoded picture → the RGB array the reader delivers: scaled to the asked size in one pass from the coded
+    picture (area averaging when shrinking, bicubic otherwise, as swscale's own default for a format change),
+    then turned upright."""
+
+    def __init__(self, video: dict, size: tuple[int, int], pix_fmt: str):
+        self.turns = _QUARTER_TURNS[video.get("rotation", 0) % 360]
+        width, height = size
+        self.coded_size = (height, width) if self.turns in (1, -1) else (width, height)  # before turning
+        coded = (video.get("width", self.coded_size[0]), video.get("height", self.coded_size[1]))
+        shrink = self.coded_size[0] * self.coded_size[1] < coded[0] * coded[1]
+        self.interpolation = "AREA" if shrink else "BICUBIC"
+        self.pix_fmt = pix_fmt
+
+    def __call__(self, frame) -> np.ndarray:
+        width, height = self.coded_size
+        rgb = frame.reformat(width=width, height=height, format=self.pix_fmt, interpolation=self.interpolation)
+        array = rgb.to_ndarray()
+        return np.ascontiguousarray(np.rot90(array, self.turns)) if self.turns else array
 
 
-def _upright_size(video: dict) -> tuple[int, int]:
-    """The coded size after rotation: what ffmpeg delivers before any scaling (display size where not recorded)."""
-    if "width" not in video or "height" not in video:
-        return video["display_width"], video["display_height"]
-    swap = video.get("rotation", 0) in (90, 270)
-    return (video["height"], video["width"]) if swap else (video["width"], video["height"])
+class _Deinterlacer:
+    """FFmpeg's bwdif filter, one progressive frame per frame (times and count kept), touching only frames flagged
+    interlaced: woven fields would reach DA3 as texture and the warp would tear them."""
+
+    def __init__(self, stream):
+        self.time_base = stream.time_base
+        self.graph = av.filter.Graph()
+        source = self.graph.add_buffer(template=stream)
+        bwdif = self.graph.add("bwdif", "mode=send_frame:parity=auto:deint=interlaced")
+        sink = self.graph.add("buffersink")
+        source.link_to(bwdif)
+        bwdif.link_to(sink)
+        self.graph.configure()
+
+    def filter(self, frames) -> Iterator:
+        for frame in frames:
+            self.graph.push(frame)
+            yield from self._pull()
+
+    def flush(self) -> Iterator:
+        self.graph.push(None)
+        yield from self._pull()
+
+    def _pull(self) -> Iterator:
+        while True:
+            try:
+                frame = self.graph.pull()
+            except (BlockingIOError, av.EOFError):
+                return
+            if frame.time_base != self.time_base and frame.pts is not None:
+                # bwdif doubles the time base (it could send a frame per field): back to the stream's ticks.
+                frame.pts = round(frame.pts * frame.time_base / self.time_base)
+                frame.time_base = self.time_base
+            yield frame
 
 
-def _keyframe_at_or_before(keyframes: list[int], index: int) -> int:
-    at = bisect.bisect_right(keyframes, index) - 1
-    return keyframes[at] if at >= 0 else 0
+def _in_presentation_order(pictures: Iterator) -> Iterator:
+    """The pictures sorted by presentation time, holding back ``REORDER_PICTURES`` of them."""
+    held: list = []
+    order = itertools.count()  # ties keep decoder order
+    for picture in pictures:
+        heapq.heappush(held, (picture.pts, next(order), picture))
+        if len(held) > REORDER_PICTURES:
+            yield heapq.heappop(held)[2]
+    while held:
+        yield heapq.heappop(held)[2]
+
+
+def _target_ticks(probe: dict, start: int, count: int) -> list[int]:
+    """The file's own timestamps (stream ticks) of frames ``[start, start + count)`` of the timeline."""
+    video = probe["video"]
+    tb = Fraction(video["time_base"])
+    first = round(Fraction(video.get("pts_offset_s", 0.0)) / tb)
+    return [first + round(Fraction(t) / tb) for t in probe["frame_pts_s"][start : start + count]]
+
+
+def _seek_tick(probe: dict, start: int) -> int | None:
+    """Where to seek for frame ``start``: the key frame at or before it (None: decode from the beginning)."""
+    if start == 0:
+        return None
+    keyframes = probe["video"].get("keyframes") or [0]
+    at = bisect.bisect_right(keyframes, start) - 1
+    key = keyframes[at] if at >= 0 else 0
+    return _target_ticks(probe, key, 1)[0] if key > 0 else None
 
 
 def _has_index(container: str) -> bool:
     """Whether the demuxer seeks through an index of key frames (lands exactly) rather than by searching."""
     return any(name in container.split(",") for name in ("mov", "mp4", "matroska", "webm", "avi"))
-
-
-def _expected_ticks(probe: dict, start: int, count: int) -> tuple[list[int], Fraction]:
-    video = probe["video"]
-    tb = Fraction(video["time_base"])
-    first = round(Fraction(video.get("pts_offset_s", 0.0)) / tb)
-    pts = probe["frame_pts_s"][start : start + count]
-    return [first + round(Fraction(t) / tb) for t in pts], tb
-
-
-def _drain_decoder_log(stream, sink: collections.deque, pts: list[int]) -> None:
-    """Collect showinfo's frame timestamps apart from the rest of ffmpeg's log."""
-
-    def keep(line: str) -> bool:
-        m = _SHOWINFO.search(line)
-        if m:
-            pts.append(int(m.group(1)))
-        return "Parsed_showinfo" not in line
-
-    drain_lines(stream, sink, keep)

@@ -1,13 +1,14 @@
 """The one place that finds and runs the ffmpeg binary.
 
-Everything else in the package (probe, decode, encode, mux, sample clips) goes through here so that the binary
-choice, the argument conventions and the error wording are the same everywhere. File names only ever travel
+The binary encodes (a pipe of RGB frames), muxes the result with every stream of the source, and makes the
+sample clips; everything that reads a video (probe, decode) goes through PyAV instead, which binds FFmpeg's
+libraries and returns data, never text printed for people. Everything that runs the binary goes through here so
+that its choice, the argument conventions and the error wording are the same everywhere. File names only ever travel
 inside argument lists, never through a shell.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import subprocess
@@ -95,34 +96,6 @@ def last_error_line(stderr: bytes | str) -> str:
             line = pool[-1]
             return line if len(line) <= 300 else line[:297] + "..."
     return "ffmpeg failed without a message"
-
-
-@functools.lru_cache(maxsize=1)
-def pix_fmt_bit_depths() -> dict[str, int]:
-    """Bits per component of every pixel format this ffmpeg knows (from ``ffmpeg -pix_fmts``)."""
-    proc = run_ffmpeg(["-pix_fmts"], None, "listing pixel formats")
-    depths: dict[str, int] = {}
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        parts = line.split()
-        if len(parts) == 5 and re.fullmatch(r"[\d-]+", parts[4]) and parts[4][0].isdigit():
-            depths[parts[1]] = max(int(d) for d in parts[4].split("-"))
-    return depths
-
-
-@functools.lru_cache(maxsize=1)
-def channel_layouts() -> dict[str, int]:
-    """Channel count of every standard layout name this ffmpeg knows (from ``ffmpeg -layouts``)."""
-    proc = run_ffmpeg(["-layouts"], None, "listing channel layouts")
-    layouts: dict[str, int] = {}
-    in_standard = False
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        if line.startswith("Standard channel layouts"):
-            in_standard = True
-            continue
-        parts = line.split()
-        if in_standard and len(parts) == 2 and parts[0] != "NAME":
-            layouts[parts[0]] = parts[1].count("+") + 1
-    return layouts
 
 
 def _bundled_ffmpeg() -> str:

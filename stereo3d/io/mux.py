@@ -4,10 +4,14 @@ source's exact frame times, written atomically."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
+
+import av
+from av.sidedata.sidedata import Type
 
 from stereo3d.errors import BadVideo, StereoError
 from stereo3d.io.atomic import atomic_output
@@ -183,14 +187,13 @@ def _restamp_bsf(probe: dict) -> str:
 
 
 def _video_stream(path: str | Path) -> tuple[str | None, bool]:
-    """Codec name of the first video stream of ``path`` and whether it carries stereo 3D side data."""
-    proc = run_ffmpeg(["-i", ffmpeg_url(path)], path, "reading the encoded video", check=False)
-    codec, stereo, in_video = None, False, False
-    for line in proc.stderr.decode("utf-8", "replace").splitlines():
-        if "Stream #" in line:
-            in_video = codec is None and "Video:" in line
-            if in_video:
-                codec = line.split("Video:", 1)[1].split()[0].rstrip(",")
-        elif in_video and "Stereo 3D:" in line:
-            stereo = True
-    return codec, stereo
+    """Codec name of the first video stream of ``path`` and whether its pictures carry stereo 3D side data."""
+    try:
+        with av.open(os.fspath(path)) as container:
+            stream = container.streams.video[0]
+            codec = stream.codec_context.codec.canonical_name
+            for frame in container.decode(stream):
+                return codec, Type.STEREO3D in frame.side_data
+    except (av.FFmpegError, IndexError) as exc:
+        raise BadVideo(path, f"reading the encoded video: {getattr(exc, 'strerror', None) or exc}") from exc
+    return codec, False

@@ -1,5 +1,5 @@
-"""What the decoder and the encoder share: a bounded hand-over between a worker thread and the caller, and the
-draining of an ffmpeg pipe."""
+"""What the reader, the encoder and the map store share: a bounded hand-over between a worker thread and the
+caller, and the draining of an ffmpeg pipe's log."""
 
 from __future__ import annotations
 
@@ -23,17 +23,6 @@ def patient_put(q: queue.Queue, item, keep_trying: Callable[[], bool]) -> bool:
         except queue.Full:
             continue
     return False
-
-
-def read_into(stream, view: memoryview) -> int:
-    """Fill ``view`` from ``stream``; returns the bytes read (less only at end of stream)."""
-    got = 0
-    while got < len(view):
-        n = stream.readinto(view[got:])
-        if not n:
-            break
-        got += n
-    return got
 
 
 def drain_lines(stream, sink: collections.deque, keep: Callable[[str], bool] | None = None) -> None:

@@ -1,9 +1,15 @@
-"""Probe a video with the ffmpeg binary alone (imageio-ffmpeg ships no ffprobe).
+"""Probe a video through PyAV: structured data from FFmpeg's own libraries, never the text ffmpeg prints.
 
-Three cheap passes: ``ffmpeg -i`` for the stream list and metadata (the human-readable dump, parsed
-defensively), a packet pass (``-c copy -f framecrc``: no decoding) for the exact frame count and every
-presentation timestamp, and a one-frame decode to prove the stream decodes at all. The result is a plain,
-JSON-serialisable dict (see ``probe_video``), written once per video and read by every later stage.
+One cheap pass over the file: a demux of the video stream's packets for the frame timeline, decoding only its
+first picture, which proves the stream decodes and carries what only a decoded frame holds (the display
+matrix). The result is a plain, JSON-serialisable dict (see ``probe_video``), written once per video
+and read by every later stage. The decoder (``stereo3d.io.decode``) is the same FFmpeg, through the same
+library, so probe and decoder agree on what a frame is.
+
+The frame timeline is what a player shows: one frame per picture, at its presentation time. A packet is not
+always a picture: a zero-byte packet is a repeat marker (AVI writers store a dropped or unchanged frame so; the
+picture before stays on screen, so that frame lasts longer), a packet an edit list cuts is decoded only to serve
+as a reference, and the packets before the first key frame cannot be decoded at all.
 """
 
 from __future__ import annotations
@@ -15,9 +21,11 @@ import statistics
 from fractions import Fraction
 from pathlib import Path
 
-from stereo3d.errors import BadVideo
-from stereo3d.io.ffmpeg import channel_layouts, ffmpeg_url, last_error_line, pix_fmt_bit_depths, run_ffmpeg
+import av
 
+from stereo3d.errors import BadVideo
+
+# Rates a real camera or master uses; an average measured through container rounding snaps to one of them.
 # Rates a real camera or master uses; an average measured through container rounding snaps to one of them.
 STANDARD_RATES = tuple(
     Fraction(r)
@@ -27,20 +35,22 @@ STANDARD_RATES = tuple(
     )
 )  # fmt: skip
 
-_FIELD_ORDERS = {
-    "progressive": "progressive",
-    "top first": "tt",
-    "bottom first": "bb",
-    "top coded first (swapped)": "tb",
-    "bottom coded first (swapped)": "bt",
-}
-_STREAM_LINE = re.compile(
-    r"^(?P<indent>\s*)Stream #0:(?P<index>\d+)(?:\[[^\]]*\])?(?:\((?P<lang>[^)]*)\))?: (?P<type>\w+): (?P<body>.*)$"
-)
-_DISCARD_FLAG = 0x4  # AV_PKT_FLAG_DISCARD: the demuxer marks packets an edit list cuts; decoders drop them
 # Smaller frames hold no picture to give depth to (1x1 "videos" are cover placeholders of audio files), and
 # half-width layouts would leave eyes of a pixel or two: refused at the probe, before any work.
 MIN_SIDE = 8
+# Packets to feed the decoder at most while looking for the first picture (a stream that starts far from a key
+# frame, or frame-threaded decoding's delay).
+FIRST_PICTURE_PACKETS = 600
+# FFmpeg's names of the colour properties, by their ITU-T H.273 code points (libavutil/pixdesc.c).
+PRIMARIES = {1: "bt709", 4: "bt470m", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m", 8: "film", 9: "bt2020",
+             10: "smpte428", 11: "smpte431", 12: "smpte432", 22: "jedec-p22"}  # fmt: skip
+TRANSFERS = {1: "bt709", 4: "gamma22", 5: "gamma28", 6: "smpte170m", 7: "smpte240m", 8: "linear", 9: "log100",
+             10: "log316", 11: "iec61966-2-4", 12: "bt1361e", 13: "iec61966-2-1", 14: "bt2020-10",
+             15: "bt2020-12", 16: "smpte2084", 17: "smpte428", 18: "arib-std-b67"}  # fmt: skip
+SPACES = {0: "gbr", 1: "bt709", 4: "fcc", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m", 8: "ycgco", 9: "bt2020nc",
+          10: "bt2020c", 11: "smpte2085", 12: "chroma-derived-nc", 13: "chroma-derived-c", 14: "ictcp"}  # fmt: skip
+RANGES = {1: "tv", 2: "pc"}
+FIELD_ORDERS = {1: "progressive", 2: "tt", 3: "bb", 4: "tb", 5: "bt"}  # AVFieldOrder
 
 
 def probe_video(path: str | Path) -> dict:
@@ -53,43 +63,55 @@ def probe_video(path: str | Path) -> dict:
     ``display_height`` the size every later stage works at (``display_size``: square pixels, after rotation).
     ``frame_pts_s`` are the presentation times of every frame in seconds, relative to the first frame and
     ascending; ``video["pts_offset_s"]`` is that first frame's own timestamp in the file, ``video["start_pts_s"]``
-    its time after the container start, and ``video["keyframes"]`` the frame indices (presentation order) a
-    decoder can start from.
+    its time after the container start, ``video["keyframes"]`` the frame indices (presentation order) a
+    decoder can start from, and ``video["duration_s"]`` runs to the end of the last frame shown (a repeated
+    picture included).
     """
     path = Path(path)
     size = _check_file(path)
-    banner = _parse_banner(path, _banner_text(path))
-    video_info = _pick_video(path, banner["streams"])
-    if min(video_info["width"], video_info["height"]) < MIN_SIDE:
+    try:
+        container = av.open(os.fspath(path), metadata_errors="ignore")
+    except av.FFmpegError as exc:
+        raise BadVideo(path, f"not a readable media file: {_cause(exc)}") from exc
+    with container:
+        stream = _pick_video(path, container)
+        codec = stream.codec_context
+        width, height = codec.width, codec.height
+        if not width or not height:
+            raise BadVideo(path, f"video stream #{stream.index} has no picture size (codec {_codec_name(stream)})")
+        if min(width, height) < MIN_SIDE:
+            raise BadVideo(
+                path,
+                f"frame size {width}x{height} is too small (min {MIN_SIDE}x{MIN_SIDE}): no picture to give depth to",
+            )
+        timeline = _packet_pass(path, container, stream)
+        info = _describe(path, size, container, stream, timeline, timeline["rotation"])
+    display_w, display_h = info["video"]["display_width"], info["video"]["display_height"]
+    if min(display_w, display_h) < MIN_SIDE:
         raise BadVideo(
             path,
-            f"frame size {video_info['width']}x{video_info['height']} is too small "
+            f"display size {display_w}x{display_h} (SAR {info['video']['sar']}) is too small "
             f"(min {MIN_SIDE}x{MIN_SIDE}): no picture to give depth to",
         )
-    ticks, durations, keyframes, time_base = _packet_pass(path, video_info["index"])
-    _check_decodes(path, video_info["index"])
+    return info
 
-    tb = Fraction(time_base)
+
+def _describe(path: Path, size: int, container, stream, timeline: dict, rotation: int) -> dict:
+    codec = stream.codec_context
+    ticks, tb = timeline["pts"], timeline["time_base"]
     first = ticks[0]
     pts_s = [float((t - first) * tb) for t in ticks]
-    last_duration = durations[-1] if durations[-1] > 0 else (ticks[-1] - ticks[-2] if len(ticks) > 1 else 0)
-    video_duration = (ticks[-1] - first + last_duration) * tb
-    rate = _frame_rate(ticks, tb, video_info.get("fps_hint"))
-    vfr = _is_vfr(ticks, tb)
-    rotation = video_info["rotation"]
-    width, height = video_info["width"], video_info["height"]
-    display_width, display_height = display_size(width, height, video_info["sar"], rotation)
-    if min(display_width, display_height) < MIN_SIDE:
-        raise BadVideo(
-            path,
-            f"display size {display_width}x{display_height} (frame {width}x{height}, SAR {video_info['sar']}) "
-            f"is too small (min {MIN_SIDE}x{MIN_SIDE}): no picture to give depth to",
-        )
-    container_start = banner["start_s"] or 0.0
-
+    video_duration = (timeline["end"] - first) * tb
+    hint = stream.average_rate or stream.guessed_rate or stream.base_rate
+    rate = _frame_rate(ticks, tb, float(hint) if hint else None)
+    container_start = container.start_time / av.time_base if container.start_time is not None else 0.0
+    width, height = codec.width, codec.height
+    sar = _sar_text(stream.sample_aspect_ratio or codec.sample_aspect_ratio)
+    display_width, display_height = display_size(width, height, sar, rotation)
+    pix_fmt = codec.format.name if codec.format is not None else "unknown"
     video = {
-        "index": video_info["index"],
-        "codec": video_info["codec"],
+        "index": stream.index,
+        "codec": _codec_name(stream),
         "width": width,
         "height": height,
         "display_width": display_width,
@@ -99,37 +121,46 @@ def probe_video(path: str | Path) -> dict:
         "fps_fraction": f"{rate.numerator}/{rate.denominator}",
         "time_base": f"{tb.numerator}/{tb.denominator}",
         "frame_count": len(ticks),
-        "vfr": vfr,
-        "pix_fmt": video_info["pix_fmt"],
-        "bit_depth": pix_fmt_bit_depths().get(video_info["pix_fmt"], 8),
-        "color_primaries": video_info["color_primaries"],
-        "color_transfer": video_info["color_transfer"],
-        "color_space": video_info["color_space"],
-        "color_range": video_info["color_range"],
-        "field_order": video_info["field_order"],
-        "sar": video_info["sar"],
-        # Frame 0's own timestamp in the file (-copyts), and its distance from the container start: the
-        # first addresses frames in a decoder filter, the second keeps A/V offsets when muxing.
+        "vfr": _is_vfr(ticks, tb),
+        "pix_fmt": pix_fmt,
+        "bit_depth": bit_depth(pix_fmt),
+        "color_primaries": PRIMARIES.get(codec.color_primaries),
+        "color_transfer": TRANSFERS.get(codec.color_trc),
+        "color_space": SPACES.get(codec.colorspace),
+        "color_range": RANGES.get(codec.color_range),
+        "field_order": FIELD_ORDERS.get(codec.field_order),
+        "sar": sar,
+        # Frame 0's own timestamp in the file, and its distance from the container start: the first addresses
+        # frames for the decoder, the second keeps A/V offsets when muxing.
         "pts_offset_s": float(first * tb),
         "start_pts_s": round(float(first * tb) - container_start, 6),
-        "keyframes": keyframes,
+        "keyframes": timeline["keyframes"],
         "duration_s": float(video_duration),
-        "title": video_info["title"],
-        "language": video_info["language"],
+        "title": _title(stream),
+        "language": _language(stream),
     }
+    duration = container.duration / av.time_base if container.duration is not None else float(video_duration)
     return {
         "path": os.fspath(path),
         "bytes": size,
-        "container": banner["container"],
-        "duration_s": banner["duration_s"] if banner["duration_s"] is not None else float(video_duration),
+        "container": container.format.name,
+        "duration_s": duration,
         "start_s": container_start,
         "video": video,
         "frame_pts_s": pts_s,
-        "audio": [_audio_entry(s) for s in banner["streams"] if s["type"] == "Audio"],
-        "subtitles": [_subtitle_entry(s) for s in banner["streams"] if s["type"] == "Subtitle"],
-        "attachments": sum(1 for s in banner["streams"] if s["type"] == "Attachment"),
-        "chapters": banner["chapters"],
+        "audio": [_audio_entry(s) for s in container.streams.audio],
+        "subtitles": [_subtitle_entry(s) for s in container.streams.subtitles],
+        "attachments": len(container.streams.attachments),
+        "chapters": len(container.chapters()),
     }
+
+
+def bit_depth(pix_fmt: str) -> int:
+    """Bits per component of a pixel format (8 for an unknown one)."""
+    try:
+        return max(c.bits for c in av.VideoFormat(pix_fmt).components)
+    except (ValueError, TypeError):
+        return 8
 
 
 def display_size(width: int, height: int, sar: str, rotation: int = 0) -> tuple[int, int]:
@@ -180,225 +211,6 @@ def _check_file(path: Path) -> int:
     return size
 
 
-def _banner_text(path: Path) -> str:
-    # With no output ffmpeg exits 1 after dumping the input: the dump is what we want, so no check.
-    proc = run_ffmpeg(["-i", ffmpeg_url(path)], path, "reading the container", check=False)
-    text = proc.stderr.decode("utf-8", "replace")
-    if "Input #0" not in text:
-        raise BadVideo(path, f"not a readable media file: {last_error_line(text)}")
-    return text
-
-
-def _parse_banner(path: Path, text: str) -> dict:
-    lines = text.splitlines()
-    container = ""
-    duration_s = start_s = None
-    streams: list[dict] = []
-    chapters = 0
-    current: dict | None = None
-    section = ""
-    for line in lines:
-        m = re.match(r"^Input #0, (.*), from '", line)
-        if m:
-            container = m.group(1)
-            continue
-        m = re.match(r"^\s*Duration: (\S+?),(?: start: (-?[\d.]+),)?", line)
-        if m:
-            duration_s = _clock_seconds(m.group(1))
-            start_s = float(m.group(2)) if m.group(2) else None
-            current = None
-            continue
-        if re.match(r"^\s*Chapter #\d+:\d+", line):
-            chapters += 1
-            current = None
-            continue
-        m = _STREAM_LINE.match(line)
-        if m:
-            index = int(m.group("index"))
-            if any(s["index"] == index for s in streams):  # programs (MPEG-TS) can list a stream twice
-                current = None
-                continue
-            lang = m.group("lang")
-            current = {
-                "index": index,
-                "type": m.group("type"),
-                "body": m.group("body"),
-                "indent": len(m.group("indent")),
-                "language": None if lang in (None, "", "und") else lang,
-                "tags": {},
-                "side_data": [],
-            }
-            streams.append(current)
-            section = ""
-            continue
-        if current is None:
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent <= current["indent"]:
-            current = None
-            continue
-        stripped = line.strip()
-        if stripped in ("Metadata:", "Side data:"):
-            section = stripped
-        elif section == "Metadata:" and ":" in stripped:
-            key, _, value = stripped.partition(":")
-            current["tags"].setdefault(key.strip().lower(), value.strip())
-        elif section == "Side data:":
-            current["side_data"].append(stripped)
-    if not streams:
-        raise BadVideo(path, "no streams found (not a video file?)")
-    return {
-        "container": container,
-        "duration_s": duration_s,
-        "start_s": start_s,
-        "streams": streams,
-        "chapters": chapters,
-    }
-
-
-def _pick_video(path: Path, streams: list[dict]) -> dict:
-    videos = [s for s in streams if s["type"] == "Video"]
-    # Cover art is a one-picture "video" stream; it is never the picture to convert.
-    moving = [s for s in videos if "(attached pic)" not in s["body"]]
-    if not moving:
-        others = sorted({s["type"].lower() for s in streams})
-        if videos:
-            raise BadVideo(path, "no video stream (only a cover picture)")
-        raise BadVideo(path, f"no video stream (only {', '.join(others)})")
-    stream = moving[0]
-    parts = _split_top(stream["body"])
-    info: dict = {
-        "index": stream["index"],
-        "codec": parts[0].split()[0] if parts and parts[0] else "unknown",
-        "title": stream["tags"].get("title"),
-        "language": stream["language"],
-        "pix_fmt": "unknown",
-        "color_range": None,
-        "color_space": None,
-        "color_primaries": None,
-        "color_transfer": None,
-        "field_order": None,
-        "sar": "1:1",
-        "fps_hint": None,
-    }
-    size_at = None
-    for i, part in enumerate(parts):
-        m = re.match(r"^(\d+)x(\d+)\b(.*)$", part)
-        if i > 0 and m and size_at is None:
-            size_at = i
-            info["width"], info["height"] = int(m.group(1)), int(m.group(2))
-            sar = re.search(r"SAR (\d+):(\d+)", m.group(3))
-            if sar and int(sar.group(1)) > 0 and int(sar.group(2)) > 0:
-                info["sar"] = f"{sar.group(1)}:{sar.group(2)}"
-        elif re.match(r"^SAR (\d+):(\d+)", part) and size_at is not None:
-            sar = re.match(r"^SAR (\d+):(\d+)", part)
-            if int(sar.group(1)) > 0 and int(sar.group(2)) > 0:
-                info["sar"] = f"{sar.group(1)}:{sar.group(2)}"
-        m_fps = re.match(r"^([\d.]+)(k?) (fps|tbr)$", part)
-        if m_fps and info["fps_hint"] is None:
-            info["fps_hint"] = float(m_fps.group(1)) * (1000 if m_fps.group(2) else 1)
-    if size_at is None:
-        raise BadVideo(path, f"video stream #{stream['index']} has no picture size (codec {info['codec']})")
-    if size_at >= 2:
-        _parse_pix_fmt(parts[size_at - 1], info)
-    info["rotation"] = _rotation(stream["side_data"])
-    return info
-
-
-def _parse_pix_fmt(part: str, info: dict) -> None:
-    """``yuv420p10le(tv, bt2020nc/bt2020/smpte2084, top first)``: format, then range, colour, field order."""
-    m = re.match(r"^([\w]+)(?:\((.*)\))?$", part)
-    if not m:
-        return
-    info["pix_fmt"] = m.group(1)
-    for item in _split_top(m.group(2) or ""):
-        if item in ("tv", "pc"):
-            info["color_range"] = item
-        elif item in _FIELD_ORDERS:
-            info["field_order"] = _FIELD_ORDERS[item]
-        elif "/" in item:
-            space, primaries, transfer = ([*item.split("/"), None, None])[:3]
-            info["color_space"], info["color_primaries"], info["color_transfer"] = (
-                _known(space),
-                _known(primaries),
-                _known(transfer),
-            )
-        elif re.fullmatch(r"[\w.-]+", item) and info["color_space"] is None:
-            # One name means space, primaries and transfer all carry it.
-            info["color_space"] = info["color_primaries"] = info["color_transfer"] = _known(item)
-
-
-def _rotation(side_data: list[str]) -> int:
-    for line in side_data:
-        m = re.search(r"rotation of (-?[\d.]+) degrees", line, re.IGNORECASE)
-        if m:
-            counter_clockwise = float(m.group(1))
-            return int(round(-counter_clockwise / 90.0)) * 90 % 360
-    return 0
-
-
-def _packet_pass(path: Path, index: int) -> tuple[list[int], list[int], list[int], str]:
-    """Every packet's pts (sorted, in the file's own stream ticks), duration and which are key frames
-    (as frame indices in presentation order), without decoding."""
-    proc = run_ffmpeg(
-        [
-            "-loglevel",
-            "error",
-            "-copyts",
-            "-i",
-            ffmpeg_url(path),
-            "-map",
-            f"0:{index}",
-            "-c",
-            "copy",
-            "-f",
-            "framecrc",
-            "-",
-        ],
-        path,
-        "counting video packets",
-    )
-    time_base = None
-    frames: list[tuple[int, int, bool]] = []
-    for line in proc.stdout.decode("ascii", "replace").splitlines():
-        if line.startswith("#tb 0:"):
-            time_base = line.split(":", 1)[1].strip()
-            continue
-        if line.startswith("#") or not line.strip():
-            continue
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) < 6:
-            continue
-        dts, pts, duration = int(fields[1]), int(fields[2]), int(fields[3])
-        flags = next((int(f[2:], 16) for f in fields[6:] if f.startswith("F=")), 1)
-        if flags & _DISCARD_FLAG:
-            continue
-        frames.append((pts if pts != -(2**63) else dts, duration, bool(flags & 1)))
-    if not frames:
-        raise BadVideo(path, f"video stream #{index} has no frames")
-    if time_base is None:
-        raise BadVideo(path, "counting video packets: ffmpeg reported no time base")
-    frames.sort()
-    keyframes = [i for i, (_, _, key) in enumerate(frames) if key]
-    return [p for p, _, _ in frames], [d for _, d, _ in frames], keyframes or [0], time_base
-
-
-def _check_decodes(path: Path, index: int) -> None:
-    proc = run_ffmpeg(
-        [
-            "-loglevel", "error", "-i", ffmpeg_url(path),
-            "-map", f"0:{index}", "-frames:v", "1", "-f", "framecrc", "-",
-        ],
-        path,
-        "decoding the first frame",
-        check=False,
-    )  # fmt: skip
-    decoded = any(line and not line.startswith("#") for line in proc.stdout.decode("ascii", "replace").splitlines())
-    if proc.returncode != 0 or not decoded:
-        cause = last_error_line(proc.stderr) if proc.stderr.strip() else "no frame came out"
-        raise BadVideo(path, f"video stream #{index} does not decode: {cause}")
-
-
 def _frame_rate(ticks: list[int], tb: Fraction, hint: float | None) -> Fraction:
     """Average frame rate as an exact fraction; container rounding is undone by snapping to a standard rate.
 
@@ -435,78 +247,139 @@ def _is_vfr(ticks: list[int], tb: Fraction) -> bool:
     return max(deltas) - min(deltas) > allowance
 
 
-def _audio_entry(stream: dict) -> dict:
-    parts = _split_top(stream["body"])
-    sample_rate = channels = layout = None
-    for i, part in enumerate(parts):
-        m = re.match(r"^(\d+) Hz$", part)
-        if m:
-            sample_rate = int(m.group(1))
-            if i + 1 < len(parts):
-                layout_part = parts[i + 1]
-                n = re.match(r"^(\d+) channels", layout_part)
-                if n:
-                    channels = int(n.group(1))
-                else:
-                    layout = layout_part
-                    channels = channel_layouts().get(layout_part)
-            break
+def _pick_video(path: Path, container):
+    streams = list(container.streams)
+    if not streams:
+        raise BadVideo(path, "no streams found (not a video file?)")
+    videos = list(container.streams.video)
+    # Cover art is a one-picture "video" stream; it is never the picture to convert.
+    moving = [s for s in videos if not s.disposition & av.stream.Disposition.attached_pic]
+    if not moving:
+        if videos:
+            raise BadVideo(path, "no video stream (only a cover picture)")
+        others = sorted({s.type for s in streams})
+        raise BadVideo(path, f"no video stream (only {', '.join(others)})")
+    return moving[0]
+
+
+def _packet_pass(path: Path, container, stream) -> dict:
+    """The frame timeline from the stream's packets (see the module docstring), with the first picture decoded
+    on the way: every picture's pts (ascending, in the stream's ticks), which frames (indices in presentation
+    order) are key frames, where the last frame shown ends, and the clockwise turn the first picture's display
+    matrix asks for (the legacy ``rotate`` tag's sense)."""
+    pictures: list[tuple[int, int, bool]] = []  # pts, duration, key
+    end = None
+    seen_key = False
+    rotation = None
+    decoded = 0
+    problem = None
+    try:
+        for packet in container.demux(stream):
+            if rotation is None and problem is None and decoded < FIRST_PICTURE_PACKETS:
+                decoded += 1
+                try:
+                    for frame in packet.decode():
+                        rotation = int(round(-(frame.rotation or 0) / 90.0)) * 90 % 360
+                        break
+                except av.FFmpegError as exc:
+                    # Packets before the first key frame cannot decode (a stream cut mid-GOP); from the key frame
+                    # on, a decoder error before any picture means the stream does not decode.
+                    if seen_key or packet.is_keyframe:
+                        problem = exc
+            stamp = packet.pts if packet.pts is not None else packet.dts
+            if stamp is None:
+                continue  # the demuxer's flush marker
+            duration = packet.duration or 0
+            end = stamp + duration if end is None else max(end, stamp + duration)
+            # A discarded key frame still starts decoding: the pictures after it decode, shown or not.
+            seen_key = seen_key or (packet.is_keyframe and packet.size > 0)
+            if packet.size == 0 or packet.is_discard:
+                continue
+            if seen_key:  # before the first key frame there is nothing to decode a picture from
+                pictures.append((stamp, duration, packet.is_keyframe))
+    except av.FFmpegError as exc:
+        if not pictures:
+            raise BadVideo(path, f"reading video packets: {_cause(exc)}") from exc
+        # A file cut off mid-stream: the complete packets before the cut are the video.
+    if not pictures:
+        raise BadVideo(path, f"video stream #{stream.index} has no frames")
+    if rotation is None:
+        cause = _cause(problem) if problem is not None else "no frame came out"
+        raise BadVideo(path, f"video stream #{stream.index} does not decode: {cause}")
+    pictures.sort()
+    ticks = [t for t, _, _ in pictures]
+    last_duration = pictures[-1][1] or (ticks[-1] - ticks[-2] if len(ticks) > 1 else 1)
+    tb = stream.time_base
+    end = max(end, ticks[-1] + last_duration)
+    if stream.duration and container.duration:
+        # Repeat markers after the last picture keep it on screen to the end of the stream, even where the demuxer
+        # hands them over as nothing at all (AVI's empty chunks): the stream's own length says where it ends,
+        # within the container's.
+        start = stream.start_time if stream.start_time is not None else ticks[0]
+        limit = round(Fraction(container.duration, av.time_base) / Fraction(tb.numerator, tb.denominator))
+        end = max(end, min(start + stream.duration, ticks[0] + limit))
     return {
-        "index": stream["index"],
-        "codec": parts[0].split()[0] if parts and parts[0] else "unknown",
-        "channels": channels,
+        "pts": ticks,
+        # Frame 0 is always a place to start from: decoding from the beginning of the file reaches it.
+        "keyframes": sorted({0} | {i for i, (_, _, key) in enumerate(pictures) if key}),
+        "end": end,
+        "time_base": Fraction(tb.numerator, tb.denominator),
+        "rotation": rotation,
+    }
+
+
+def _audio_entry(stream) -> dict:
+    codec = stream.codec_context
+    layout = codec.layout.name if codec.layout is not None else None
+    return {
+        "index": stream.index,
+        "codec": _codec_name(stream),
+        "channels": codec.channels,
         "layout": layout,
-        "sample_rate": sample_rate,
-        "language": stream["language"],
+        "sample_rate": codec.sample_rate,
+        "language": _language(stream),
         "title": _title(stream),
-        "default": "(default)" in stream["body"],
+        "default": bool(stream.disposition & av.stream.Disposition.default),
     }
 
 
-def _subtitle_entry(stream: dict) -> dict:
-    parts = _split_top(stream["body"])
+def _subtitle_entry(stream) -> dict:
     return {
-        "index": stream["index"],
-        "codec": parts[0].split()[0] if parts and parts[0] else "unknown",
-        "language": stream["language"],
+        "index": stream.index,
+        "codec": _codec_name(stream),
+        "language": _language(stream),
         "title": _title(stream),
-        "default": "(default)" in stream["body"],
-        "forced": "(forced)" in stream["body"],
+        "default": bool(stream.disposition & av.stream.Disposition.default),
+        "forced": bool(stream.disposition & av.stream.Disposition.forced),
     }
 
 
-def _title(stream: dict) -> str | None:
+def _codec_name(stream) -> str:
+    """The codec's own name (``subrip``, ``hdmv_pgs_subtitle``), not the decoder's (``srt``, ``pgssub``)."""
+    codec = stream.codec_context.codec
+    return codec.canonical_name if codec is not None else "unknown"
+
+
+def _language(stream) -> str | None:
+    language = stream.metadata.get("language")
+    return None if language in (None, "", "und") else language
+
+
+def _title(stream) -> str | None:
     # Matroska says "title"; mp4 says "name" or uses the handler name, unless that is a muxer's default.
-    tags = stream["tags"]
+    tags = {k.lower(): v for k, v in stream.metadata.items()}
     handler = tags.get("handler_name", "")
     if re.search(r"handler|^core media|^iso media|^$", handler, re.IGNORECASE):
         handler = None
     return tags.get("title") or tags.get("name") or handler
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside parentheses or brackets."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth = max(0, depth - 1)
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    tail = text[start:].strip()
-    if tail:
-        parts.append(tail)
-    return parts
+def _sar_text(ratio) -> str:
+    if not ratio or ratio.numerator <= 0 or ratio.denominator <= 0:
+        return "1:1"
+    return f"{ratio.numerator}:{ratio.denominator}"
 
 
-def _known(name: str | None) -> str | None:
-    return None if name in (None, "", "unknown", "reserved", "unspecified") else name
-
-
-def _clock_seconds(text: str) -> float | None:
-    m = re.match(r"^(\d+):(\d+):(\d+(?:\.\d+)?)$", text)
-    if not m:
-        return None
-    return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+def _cause(exc: av.FFmpegError) -> str:
+    """FFmpeg's reason, without the errno and the file name PyAV adds."""
+    return getattr(exc, "strerror", None) or str(exc)

@@ -18,9 +18,8 @@ import numpy as np
 from stereo3d.errors import BadVideo
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.encode import VideoEncoder, resolve_codec
-from stereo3d.io.ffmpeg import pix_fmt_bit_depths
 from stereo3d.io.mapstore import MapReader
-from stereo3d.io.probe import square_pixels
+from stereo3d.io.probe import bit_depth, square_pixels
 from stereo3d.progress import Progress
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import StereoSettings, render_stereo
@@ -58,7 +57,7 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     get_layout(layout)  # an unknown layout fails before any decoding
     options = {"fov_deg": fov_deg, "eye_px": eye_px}
     codec, pix_fmt = choose_encoder(info, encode)
-    deep = pix_fmt_bit_depths().get(pix_fmt, 8) > 8
+    deep = bit_depth(pix_fmt) > 8
     out = Path(out)
     extra = [*encoder_args(layout, codec, encode.stereo_signal),
              *container_args(layout, out.suffix, encode.stereo_signal)]  # fmt: skip
@@ -119,7 +118,7 @@ def choose_encoder(info: dict, encode: EncodeSettings) -> tuple[str, str]:
     if pix_fmt == "auto":
         pix_fmt = "yuv420p10le" if source_depth > 8 else "yuv420p"
     codec = encode.codec
-    deep = pix_fmt_bit_depths().get(pix_fmt, 8) > 8
+    deep = bit_depth(pix_fmt) > 8
     if deep and codec in H264_ENCODERS and encode.deep_codec != "same":
         log.info("%d-bit output: %s instead of %s (10-bit H.264 plays on few devices)", source_depth,
                  encode.deep_codec, codec)  # fmt: skip
