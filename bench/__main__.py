@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench import common
 
-FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
+FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P10")
 NAMES = {
     "P1": "depth stage fps / bare session.run fps",
     "P2": "depth stage fps / seed per-frame loop fps",
@@ -30,6 +30,7 @@ NAMES = {
     "P6": "peak RSS 10x clip / 1x clip",
     "P7": "depth store bytes / float16 bytes",
     "P8": "snakemake -n, 100 videos (s)",
+    "P10": "PyAV decode fps / ffmpeg pipe fps (worst case)",
 }
 
 
@@ -103,6 +104,11 @@ def main() -> None:
         from bench import pipeline
 
         results.update(measure(("P8",), pipeline.p8))
+
+    if "P10" in wanted:
+        from bench import decode
+
+        results.update(measure(("P10",), decode.figure))
 
     total = time.perf_counter() - started
     ordered = {name: results[name] for name in FIGURES if name in results}
