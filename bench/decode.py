@@ -22,33 +22,13 @@ import numpy as np
 
 from bench import common
 
+HEVC10 = dict(codec="libx265", pix_fmt="yuv420p10le", extra=("-x265-params", "log-level=error"))
+HD = dict(width=1920, height=1080, pattern="testsrc2")
 CASES = {  # name: clip spec, output size (None: the source's), deep
-    "1080p 8-bit": (dict(width=1920, height=1080, pattern="testsrc2"), None, False),
-    "1080p 10-bit": (
-        dict(
-            width=1920,
-            height=1080,
-            pattern="testsrc2",
-            codec="libx265",
-            pix_fmt="yuv420p10le",
-            extra=("-x265-params", "log-level=error"),
-        ),
-        None,
-        True,
-    ),  # fmt: skip
-    "518x292 8-bit": (dict(width=1920, height=1080, pattern="testsrc2"), (518, 292), False),
-    "518x292 10-bit": (
-        dict(
-            width=1920,
-            height=1080,
-            pattern="testsrc2",
-            codec="libx265",
-            pix_fmt="yuv420p10le",
-            extra=("-x265-params", "log-level=error"),
-        ),
-        (518, 292),
-        True,
-    ),  # fmt: skip
+    "1080p 8-bit": (HD, None, False),
+    "1080p 10-bit": ({**HD, **HEVC10}, None, True),
+    "518x292 8-bit": (HD, (518, 292), False),
+    "518x292 10-bit": ({**HD, **HEVC10}, (518, 292), True),
 }
 
 

@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from harness import snakemake, write_config
 
 from stereo3d.demo import samples
 from stereo3d.io.probe import probe_video
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [*SNAKEMAKE, "--directory", str(workdir), f"--configfile={workdir / 'test.yaml'}", "--cores", "2", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if check and done.returncode != 0:
-        raise AssertionError(f"snakemake failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
-    return done
-
-
-def write_config(workdir: Path, **overrides) -> None:
-    config = {
-        "library": {"folder": "videos"},
-        "da3": {"size": 140, "batch": 2},
-        "encode": {"preset": "ultrafast"},
-        "runtime": {"providers": ["cpu"]},
-    }
-    for key, value in overrides.items():
-        config.setdefault(key, {}).update(value) if isinstance(value, dict) else config.__setitem__(key, value)
-    (workdir / "test.yaml").write_text(yaml.safe_dump(config))
 
 
 @pytest.fixture(scope="module")
