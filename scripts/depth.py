@@ -1,14 +1,13 @@
 """Raw DA3 depth of one segment (rule depth)."""
 
-import json
-
 from stereo3d.stages.depth import estimate_depth
+from stereo3d.stages.probe import load_probe
 from stereo3d.workflow.keys import parse_depth_key
 from stereo3d.workflow.scripting import bad_source_record, run_guarded, session_options, setup_logging, source_of
 
 
 def main():
-    probe = json.loads(open(snakemake.input.probe).read())
+    probe = load_probe(snakemake.input.probe, snakemake.input.frames)
     start, end = (int(frame) for frame in snakemake.wildcards.seg.split("-"))
     estimate_depth(
         video=source_of(snakemake),

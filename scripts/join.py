@@ -1,14 +1,14 @@
 """The finished file: encoded segments joined, plus every stream of the source (rule join)."""
 
-import json
 import logging
 
 from stereo3d.stages.join import join_segments
+from stereo3d.stages.probe import load_probe
 from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_logging, source_of
 
 
 def main():
-    probe = json.loads(open(snakemake.input.probe).read())
+    probe = load_probe(snakemake.input.probe, snakemake.input.frames)
     join_segments(
         list(snakemake.input.segments),
         list(snakemake.params.starts),

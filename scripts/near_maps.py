@@ -1,16 +1,16 @@
 """Near maps of one segment from its raw depth, stabilised over time (rule near_maps)."""
 
-import json
 from pathlib import Path
 
 from stereo3d.stages.near_maps import make_near_maps
+from stereo3d.stages.probe import load_probe
 from stereo3d.workflow.scripting import bad_source_record, run_guarded, session_options, setup_logging, source_of
 
 
 def main():
     make_near_maps(
         video=source_of(snakemake),
-        probe=json.loads(open(snakemake.input.probe).read()),
+        probe=load_probe(snakemake.input.probe, snakemake.input.frames),
         depth=snakemake.input.depth,
         out=snakemake.output.maps,
         settings=snakemake.params.near,

@@ -6,7 +6,9 @@ from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_lo
 
 
 def main():
-    info = write_probe(source_of(snakemake), snakemake.output.json, fingerprint=snakemake.params.fingerprint)
+    info = write_probe(
+        source_of(snakemake), snakemake.output.json, snakemake.output.frames, fingerprint=snakemake.params.fingerprint
+    )
     reason = probe_failed(info)
     if reason is not None and snakemake.params.fingerprint:
         # This run's report lists it from the probe; later runs leave it out from the start, until it changes.

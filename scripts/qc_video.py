@@ -1,8 +1,7 @@
 """Quality-control figures of one video for the report (rule qc_video)."""
 
-import json
-
 from stereo3d.qc.report import video_report
+from stereo3d.stages.probe import load_probe
 from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_logging, source_of
 
 
@@ -10,7 +9,7 @@ def main():
     near = snakemake.params.near
     video_report(
         source=source_of(snakemake),
-        probe=json.loads(open(snakemake.input.probe).read()),
+        probe=load_probe(snakemake.input.probe, snakemake.input.frames),
         depth=list(snakemake.input.depth),
         near=list(snakemake.input.near),
         render=snakemake.params.render,

@@ -1,7 +1,6 @@
 """Stereo rendering and encoding of one segment (rule render)."""
 
-import json
-
+from stereo3d.stages.probe import load_probe
 from stereo3d.stages.render import EncodeSettings, render_video
 from stereo3d.stereo.layouts import layout_options
 from stereo3d.stereo.warp import StereoSettings, set_render_threads
@@ -13,7 +12,7 @@ def main():
     set_render_threads(snakemake.threads)
     render_video(
         video=source_of(snakemake),
-        probe=json.loads(open(snakemake.input.probe).read()),
+        probe=load_probe(snakemake.input.probe, snakemake.input.frames),
         near=snakemake.input.near,
         out=snakemake.output.video,
         stereo=StereoSettings.from_config(s),

@@ -11,25 +11,55 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
+
 from stereo3d.errors import BadVideo
 from stereo3d.io.atomic import atomic_output
 from stereo3d.io.probe import probe_video
 
 log = logging.getLogger(__name__)
 
+FRAMES_NAME = "frames.npz"  # beside the summary
 
-def write_probe(source: str | Path, out: str | Path, fingerprint: str | None = None) -> dict:
-    """Probe ``source`` and write the result to ``out`` (atomically); returns it. ``fingerprint`` (the source's,
-    see stereo3d.workflow.sources) is kept in the result."""
+
+def write_probe(source: str | Path, out: str | Path, frames: str | Path, fingerprint: str | None = None) -> dict:
+    """Probe ``source`` and write the result (atomically): the summary to ``out`` (JSON), the per-frame part (every
+    frame's time, the key frames) to ``frames`` (``.npz``). Returns the whole probe. ``fingerprint`` (the
+    source's, see stereo3d.workflow.sources) is kept in the summary.
+
+    Why two files: a 2-hour film's frame times are 3 MB of JSON, and the workflow reads the summary of every
+    video each time it plans (how many frames, is it good); only the jobs that decode need the times."""
     try:
         info = probe_video(source)
     except BadVideo as exc:
         log.error("%s", exc)
-        info = {"path": str(source), "error": str(exc)}
+        info = {"path": str(source), "error": str(exc), "frame_pts_s": [], "video": {"keyframes": []}}
     if fingerprint is not None:
         info["fingerprint"] = fingerprint
+    summary = {**info, "video": {k: v for k, v in info["video"].items() if k != "keyframes"}}
+    summary.pop("frame_pts_s")
+    if "error" in info:
+        summary.pop("video")
+    with atomic_output(frames) as tmp, open(tmp, "wb") as fh:
+        np.savez(
+            fh,
+            pts_s=np.asarray(info["frame_pts_s"], dtype=np.float64),
+            keyframes=np.asarray(info["video"]["keyframes"], dtype=np.int64),
+        )
     with atomic_output(out) as tmp:
-        tmp.write_text(json.dumps(info, indent=1) + "\n")
+        tmp.write_text(json.dumps(summary, indent=1) + "\n")
+    return info
+
+
+def load_probe(summary: str | Path, frames: str | Path | None = None) -> dict:
+    """The whole probe, as ``probe_video`` returns it, from the files ``write_probe`` wrote (``frames``: the
+    per-frame file; by default the one beside the summary, ``frames.npz``)."""
+    summary = Path(summary)
+    info = json.loads(summary.read_text())
+    with np.load(frames or summary.with_name(FRAMES_NAME)) as data:
+        info["frame_pts_s"] = data["pts_s"].tolist()
+        if "video" in info:
+            info["video"]["keyframes"] = data["keyframes"].tolist()
     return info
 
 

@@ -17,6 +17,7 @@ class Paths:
         work = self.work
         # Per video; {dkey}, {nkey}, {rkey} are the cache keys of stereo3d.workflow.keys, {seg} a frame range.
         self.probe = f"{work}/{{video}}/probe.json"
+        self.probe_frames = f"{work}/{{video}}/frames.npz"  # every frame's time (stereo3d.stages.probe)
         self.depth = f"{work}/{{video}}/depth/{{dkey}}/{{seg}}.maps"
         self.near_plan = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/plan.npz"
         self.near_maps = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.maps"

@@ -6,6 +6,7 @@ rule qc_video:
     input:
         source=get_source,
         probe=rules.probe.output.json,
+        frames=rules.probe.output.frames,
         depth=get_depth_segments,
         near=get_qc_near,
     output:

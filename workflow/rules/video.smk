@@ -9,6 +9,7 @@ checkpoint probe:
         source=get_source,
     output:
         json=P.probe,
+        frames=P.probe_frames,
     log:
         P.log("probe", "{video}"),
     benchmark:
@@ -26,6 +27,7 @@ rule depth:
     input:
         source=get_source,
         probe=rules.probe.output.json,
+        frames=rules.probe.output.frames,
         model=get_da3_model,
     output:
         maps=P.depth,
@@ -66,6 +68,7 @@ rule near_maps:
     input:
         source=get_source,
         probe=rules.probe.output.json,
+        frames=rules.probe.output.frames,
         depth=P.depth,
         previous_depth=get_previous_depth,
         plan=get_near_plan,
@@ -93,6 +96,7 @@ rule render:
     input:
         source=get_source,
         probe=rules.probe.output.json,
+        frames=rules.probe.output.frames,
         near=P.near_maps,
     output:
         video=P.render,
@@ -119,6 +123,7 @@ rule join:
         segments=get_render_segments,
         source=get_source,
         probe=rules.probe.output.json,
+        frames=rules.probe.output.frames,
     output:
         P.result,
     log:
