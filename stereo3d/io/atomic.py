@@ -6,6 +6,7 @@ import contextlib
 import glob
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,13 +32,16 @@ def _temp_stem(path: Path) -> str:
 
 
 def _remove_stale_partials(path: Path) -> None:
-    """Delete temporaries another process left for ``path``: a job killed mid-write (SIGKILL, a node lost)
-    cannot clean up after itself. Snakemake never runs two jobs for one output at once, so any other
-    process's temporary for this target belongs to a dead attempt."""
-    own = f".partial-{os.getpid()}{path.suffix}"
+    """Delete temporaries another process left for ``path``, and the side files written beside them (such as
+    the muxer's ``.bsf``): a job killed mid-write (SIGKILL, a node lost) cannot clean up after itself.
+    Snakemake never runs two jobs for one output at once, so any other process's temporary for this target
+    belongs to a dead attempt."""
+    stem = _temp_stem(path)
+    mine = re.compile(rf"\.{re.escape(stem)}\.partial-(\d+){re.escape(path.suffix)}(\..*)?")
     with contextlib.suppress(FileNotFoundError):  # the folder may not exist yet
-        for stale in path.parent.glob(f".{glob.escape(_temp_stem(path))}.partial-*{glob.escape(path.suffix)}"):
-            if not stale.name.endswith(own):
+        for stale in path.parent.glob(f".{glob.escape(stem)}.partial-*"):
+            match = mine.fullmatch(stale.name)
+            if match and int(match.group(1)) != os.getpid():
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
 

@@ -30,7 +30,7 @@ import av
 import numpy as np
 
 from stereo3d.errors import BadVideo
-from stereo3d.io.pipes import END, patient_put
+from stereo3d.io.pipes import END, patient_get, patient_put
 
 log = logging.getLogger(__name__)
 
@@ -214,8 +214,9 @@ class FrameReader:
     def _convert(self) -> None:
         try:
             while True:
-                item = self._pictures.get()
-                if item is END or self._stop.is_set():
+                # The decoder stops without a last item when the reader is closed early: wait patiently.
+                item = patient_get(self._pictures, lambda: not self._stop.is_set())
+                if item is END:
                     break
                 # A picture shown again (no picture of its own for that frame) is converted again rather than
                 # shared: the caller owns every array it gets, and may write into it or hand it on.

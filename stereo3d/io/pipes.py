@@ -1,5 +1,5 @@
 """What the reader, the encoder and the map store share: a bounded hand-over between a worker thread and the
-caller, and the draining of an ffmpeg pipe's log."""
+caller (either side may give up), and the draining of an ffmpeg pipe's log."""
 
 from __future__ import annotations
 
@@ -23,6 +23,17 @@ def patient_put(q: queue.Queue, item, keep_trying: Callable[[], bool]) -> bool:
         except queue.Full:
             continue
     return False
+
+
+def patient_get(q: queue.Queue, keep_trying: Callable[[], bool]):
+    """The next item of ``q``, waiting while it is empty for as long as ``keep_trying()`` holds; ``END`` once
+    given up. A plain blocking ``get`` would hang for ever when the producer has stopped without a last item."""
+    while keep_trying():
+        try:
+            return q.get(timeout=POLL_S)
+        except queue.Empty:
+            continue
+    return END
 
 
 def drain_lines(stream, sink: collections.deque, keep: Callable[[str], bool] | None = None) -> None:
