@@ -2,6 +2,7 @@
 #   snakemake --cores all                              convert every video of the library
 #   snakemake --cores all exports                      only build the ONNX exports
 #   snakemake --cores all --configfile demo/config.yaml demo   the self-contained demo
+#   snakemake --cores 1 prune                          drop intermediates of settings no longer configured
 import os
 
 from snakemake.utils import min_version
@@ -18,6 +19,7 @@ include: "workflow/rules/export.smk"
 include: "workflow/rules/video.smk"
 include: "workflow/rules/demo.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/prune.smk"
 
 
 # Every video of the library, converted.

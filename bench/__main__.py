@@ -2,7 +2,8 @@
 
     python -m bench [--only P1,P5] [--fresh] [--out bench/results.json]
 
-Each figure is a ratio of two things measured in the same run (machine noise cancels); P8 is in seconds.
+Each figure is a ratio of two things measured in the same run (machine noise cancels); P8 and P11 are in seconds,
+P13 in frames.
 Smoke models are exported once into the cache (bench/.cache, or $STEREO3D_BENCH_CACHE); ``--fresh`` empties
 it first (a cold run: the exports add a few minutes).
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from bench import common
 
-FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P10")
+FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P10", "P11", "P12", "P13", "P14")
 NAMES = {
     "P1": "depth stage fps / bare session.run fps",
     "P2": "depth stage fps / seed per-frame loop fps",
@@ -28,9 +29,13 @@ NAMES = {
     "P4": "renderer fps / libx264 veryfast fps",
     "P5": "demo wall time / inference time",
     "P6": "peak RSS 10x clip / 1x clip",
-    "P7": "depth store bytes / float16 bytes",
+    "P7": "depth store bytes / float16 bytes (moving camera)",
     "P8": "snakemake -n, 100 videos (s)",
     "P10": "PyAV decode fps / ffmpeg pipe fps (worst case)",
+    "P11": "snakemake -n, 100 probed 2-hour films (s)",
+    "P12": "work/ bytes / results/ bytes, converted clip",
+    "P13": "frames of finished work lost per kill (worst)",
+    "P14": "fixed cost / stage job wall time (2-hour film)",
 }
 
 
@@ -53,12 +58,12 @@ def main() -> None:
     da3, nvds = set(), {}
     if {"P1", "P2"} & set(wanted):
         da3 |= {("uint8", common.DA3_SIZE), ("float", common.DA3_SIZE)}
-    if "P5" in wanted:
+    if {"P5", "P12"} & set(wanted):
         da3.add(("uint8", common.DA3_SIZE))
         nvds.setdefault(common.NVDS_TIER, set()).add("split")
     if "P3" in wanted:
         nvds.setdefault(common.NVDS_TIER, set()).update({"split", "monolith"})
-    if {"P6", "P8"} & set(wanted):
+    if {"P6", "P8", "P11", "P13", "P14"} & set(wanted):
         da3.add(("uint8", common.SMALL_DA3_SIZE))
     common.ensure_models(da3=sorted(da3), nvds=[(tier, tuple(sorted(modes))) for tier, modes in nvds.items()])
 
@@ -109,6 +114,11 @@ def main() -> None:
         from bench import decode
 
         results.update(measure(("P10",), decode.figure))
+    for name in ("P11", "P12", "P13", "P14"):
+        if name in wanted:
+            from bench import library
+
+            results.update(measure((name,), library.FIGURES[name]))
 
     total = time.perf_counter() - started
     ordered = {name: results[name] for name in FIGURES if name in results}

@@ -87,7 +87,7 @@ def run(
         opens["reference"].append(seconds)
         out = work / "reference.maps"
         start = time.perf_counter()
-        with FrameReader(video, probe) as reader, MapWriter(out, "log") as store:
+        with FrameReader(video, probe) as reader, MapWriter(out, "inverse") as store:
             for frame in reader:
                 fitted = cv2.resize(frame, (placement.width, placement.height), interpolation=cv2.INTER_CUBIC)
                 canvas = place(fitted[None], placement)[0]

@@ -51,7 +51,8 @@ def write_config(workdir: Path, **overrides) -> Path:
     config = {
         "library": {"folder": "videos"},
         "da3": {"size": 140, "batch": 2},
-        "encode": {"preset": "ultrafast"},
+        # Pieces of 8 frames: even the tests' short clips are rendered in several pieces, resumed and joined.
+        "encode": {"preset": "ultrafast", "piece_frames": 8},
         "runtime": {"providers": ["cpu"], "threads": 1},
     }
     for key, value in overrides.items():

@@ -1,9 +1,18 @@
-"""The compressed map store: faithful, streaming, atomic, and smaller than float16."""
+"""The compressed map store: faithful to its stated precision, streaming, resumable after a kill, atomic, and a
+fraction of float16."""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
-from stereo3d.io.mapstore import BadMaps, MapReader, MapWriter, write_maps
+from stereo3d.errors import BadVideo
+from stereo3d.io.mapstore import BadMaps, MapReader, MapWriter, partial_path, store_bytes, write_maps
 
 
 def smooth_maps(n=10, h=36, w=64):
@@ -11,21 +20,37 @@ def smooth_maps(n=10, h=36, w=64):
     return [(2.0 + np.sin(xx / 9 + t / 3) + yy / 20).astype(np.float32) for t in range(n)]
 
 
-def test_log_transfer_round_trip_has_uniform_relative_precision(tmp_path):
-    frames = [m * 100 for m in smooth_maps()]  # depth spanning a wide range
-    write_maps(tmp_path / "d.maps", frames, "log", chunk=4)
+@pytest.mark.parametrize("bits", [10, 14])
+def test_log_transfer_has_uniform_relative_precision_of_half_a_step(tmp_path, bits):
+    frames = np.stack([m * 100 for m in smooth_maps()])  # depth spanning a wide range
+    write_maps(tmp_path / "d.maps", frames, "log", chunk=4, bits=bits)
     with MapReader(tmp_path / "d.maps") as store:
         got = store.read()
-    ref = np.stack(frames)
-    assert got.shape == ref.shape
-    assert np.max(np.abs(got - ref) / ref) < 1e-4
+    assert got.shape == frames.shape
+    logs = np.log(frames)
+    step = (logs.max(axis=(1, 2)) - logs.min(axis=(1, 2))) / (2**bits - 1)  # each frame's own range
+    # Half a step in the log domain, plus float32 rounding of the arithmetic.
+    bound = np.expm1(step / 2)[:, None, None] + 1e-5
+    assert np.all(np.abs(got - frames) / frames <= bound)
+
+
+def test_inverse_transfer_has_uniform_precision_in_inverse_depth(tmp_path):
+    frames = np.stack([m * 10 for m in smooth_maps()])
+    write_maps(tmp_path / "d.maps", frames, "inverse", chunk=4)
+    with MapReader(tmp_path / "d.maps") as store:
+        got = store.read()
+    inverse = 1 / frames
+    step = (inverse.max(axis=(1, 2)) - inverse.min(axis=(1, 2))) / 1023
+    assert np.all(np.abs(1 / got - inverse) <= (step / 2 * 1.001)[:, None, None] + 1e-7)
 
 
 def test_linear_transfer_round_trip(tmp_path):
-    frames = [m / 4 for m in smooth_maps()]
+    frames = np.stack([m / 4 for m in smooth_maps()])
     write_maps(tmp_path / "n.maps", frames, "linear", chunk=3)
     with MapReader(tmp_path / "n.maps") as store:
-        np.testing.assert_allclose(store.read(), np.stack(frames), atol=2e-5)
+        got = store.read()
+    span = frames.max(axis=(1, 2)) - frames.min(axis=(1, 2))
+    assert np.all(np.abs(got - frames) <= (span / 1023 / 2)[:, None, None] + 1e-6)
 
 
 def test_range_reads_match_full_reads_across_chunks(tmp_path):
@@ -34,7 +59,8 @@ def test_range_reads_match_full_reads_across_chunks(tmp_path):
         full = store.read()
         np.testing.assert_array_equal(store.read(3, 6), full[3:9])
         np.testing.assert_array_equal(np.stack(list(store)), full)
-        assert len(store) == 11
+        np.testing.assert_array_equal(np.stack(list(store.from_frame(5))), full[5:])
+        assert len(store) == 11 and store.from_frame(5).frames == 6
 
 
 def test_constant_maps_survive(tmp_path):
@@ -43,11 +69,29 @@ def test_constant_maps_survive(tmp_path):
         np.testing.assert_allclose(store.read(), 1.5, rtol=1e-6)
 
 
-def test_smooth_maps_take_under_half_of_float16(tmp_path):
+def test_series_and_attrs_come_back(tmp_path):
+    with MapWriter(tmp_path / "d.maps", "log", attrs={"start": 7}, series=("changes",), chunk=4) as store:
+        for index, frame in enumerate(smooth_maps(6)):
+            store.append(frame, changes=np.nan if index == 0 else index / 10)
+    with MapReader(tmp_path / "d.maps") as store:
+        assert store.attrs == {"start": 7}
+        np.testing.assert_array_equal(store.series("changes"), [np.nan, 0.1, 0.2, 0.3, 0.4, 0.5])
+        assert store.series("other") is None
+
+
+def test_smooth_maps_take_a_fraction_of_float16(tmp_path):
     frames = smooth_maps(32, 144, 256)
     write_maps(tmp_path / "d.maps", frames, "log")
-    size = (tmp_path / "d.maps").stat().st_size
-    assert size < 0.5 * 32 * 144 * 256 * 2
+    assert store_bytes(tmp_path / "d.maps") < 0.25 * 32 * 144 * 256 * 2
+
+
+def test_any_zarr_reader_opens_the_store(tmp_path):
+    import zarr
+
+    write_maps(tmp_path / "d.maps", smooth_maps(5), "log")
+    group = zarr.open_group(tmp_path / "d.maps", mode="r")
+    assert group["codes"].shape == (5, 36, 64) and group["ranges"].shape == (5, 2)
+    assert group.attrs["transfer"] == "log" and group.attrs["bits"] == 10
 
 
 def test_a_failed_write_leaves_nothing(tmp_path):
@@ -58,9 +102,76 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_truncated_store_is_refused_with_its_name(tmp_path):
-    write_maps(tmp_path / "d.maps", smooth_maps(3), "log")
-    data = (tmp_path / "d.maps").read_bytes()
-    (tmp_path / "d.maps").write_bytes(data[: len(data) // 2])
+def test_a_bad_input_discards_even_a_resumable_store(tmp_path):
+    # A rerun of the same job would fail the same way: nothing is kept for it.
+    with pytest.raises(BadVideo):
+        with MapWriter(tmp_path / "d.maps", "log", chunk=2, resume={"job": 1}) as writer:
+            writer.append(np.stack(smooth_maps(3)))
+            raise BadVideo(tmp_path / "clip.mp4", "decoding frames 3..9: damaged")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_incomplete_or_missing_store_is_refused_with_its_name(tmp_path):
     with pytest.raises(BadMaps, match="d.maps"):
         MapReader(tmp_path / "d.maps")
+    write_maps(tmp_path / "d.maps", smooth_maps(3), "log")
+    (tmp_path / "d.maps" / "zarr.json").write_text("{")
+    with pytest.raises(BadMaps, match="d.maps"):
+        MapReader(tmp_path / "d.maps")
+
+
+def digest(folder):
+    """Every file of a store, names and bytes (what the writer wrote; Zarr tools read the same)."""
+    h = hashlib.sha256()
+    for root, _, names in sorted(os.walk(folder)):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            h.update(os.path.relpath(path, folder).encode() + open(path, "rb").read())
+    return h.hexdigest()
+
+
+WRITER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    import numpy as np
+    from stereo3d.io.mapstore import MapWriter
+    frames = np.load(sys.argv[1])
+    kill_at = int(sys.argv[3])
+    with MapWriter(sys.argv[2], "log", chunk=8, series=("changes",), resume={"job": sys.argv[4]}) as store:
+        for index in range(store.count, len(frames)):
+            store.append(frames[index], changes=index / 100)
+            if index == kill_at:
+                time.sleep(0.5)  # let the writer thread store the chunk before this one
+                os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def write_in_process(tmp_path, frames_file, out, kill_at, job="a"):
+    return subprocess.run([sys.executable, "-c", WRITER, str(frames_file), str(out), str(kill_at), job])
+
+
+def test_a_killed_writer_resumes_after_its_last_chunk_to_the_same_bytes(tmp_path):
+    frames = np.stack(smooth_maps(30))
+    np.save(tmp_path / "frames.npy", frames)
+    write_in_process(tmp_path, tmp_path / "frames.npy", tmp_path / "whole.maps", kill_at=-1)
+    killed = write_in_process(tmp_path, tmp_path / "frames.npy", tmp_path / "d.maps", kill_at=20)
+    assert killed.returncode == -signal.SIGKILL
+    assert not (tmp_path / "d.maps").exists() and partial_path(tmp_path / "d.maps").is_dir()
+    with MapWriter(tmp_path / "d.maps", "log", chunk=8, series=("changes",), resume={"job": "a"}) as store:
+        assert store.resumed == 16  # the two chunks before the kill's; frames 16..20 are lost, no more
+        for index in range(store.count, len(frames)):
+            store.append(frames[index], changes=index / 100)
+    assert digest(tmp_path / "d.maps") == digest(tmp_path / "whole.maps")
+    assert not partial_path(tmp_path / "d.maps").exists()
+
+
+def test_another_jobs_leftover_is_not_continued(tmp_path):
+    frames = np.stack(smooth_maps(30))
+    np.save(tmp_path / "frames.npy", frames)
+    write_in_process(tmp_path, tmp_path / "frames.npy", tmp_path / "d.maps", kill_at=20, job="old input")
+    with MapWriter(tmp_path / "d.maps", "log", chunk=8, series=("changes",), resume={"job": "new input"}) as store:
+        assert store.resumed == 0
+        store.append(frames, changes=0.0)
+    with MapReader(tmp_path / "d.maps") as store:
+        assert store.frames == 30

@@ -31,7 +31,7 @@ def configure(workdir: Path, **sections) -> None:
 
 def near_maps(workdir: Path, video: str, segment: str = "00000000-00000040") -> np.ndarray:
     """The near maps of the video's most recently written store of ``segment`` (under whatever key)."""
-    newest = max((workdir / "work" / video / "near").glob(f"*/nvds-*/{segment}.maps"), key=lambda p: p.stat().st_mtime)
+    newest = max((workdir / "work" / video / "near").glob(f"*/nvds-*/{segment}.zarr"), key=lambda p: p.stat().st_mtime)
     with MapReader(newest) as maps:
         return maps.read()
 
@@ -62,6 +62,7 @@ def library(tmp_path_factory):
     whole = {
         "near": near_maps(workdir, "moving"),
         "frames": result_frames(workdir / "results/moving/moving_LRF_Full_SBS.mp4"),
+        "bytes": (workdir / "results/moving/moving_LRF_Full_SBS.mp4").read_bytes(),
     }
     return workdir, whole
 
@@ -70,8 +71,8 @@ def test_the_nvds_result_is_the_same_whatever_the_segment_size(library):
     workdir, whole = library
     configure(workdir, segments={"frames": 16})
     snakemake(workdir)
-    depth = sorted(p.name for p in (workdir / "work/moving/depth").glob("*/*.maps"))
-    assert "00000016-00000032.maps" in depth  # it really ran in segments (0-16, 16-32, 32-40)
+    depth = sorted(p.name for p in (workdir / "work/moving/depth").glob("*/*.zarr"))
+    assert "00000016-00000032.zarr" in depth  # it really ran in segments (0-16, 16-32, 32-40)
     # Each segment primes its window with the raw depth and pictures of the 3 frames before it: the same
     # windows as the whole-video run, so the same maps, and the same rendered pixels.
     segmented = np.concatenate([_maps(p) for p in _segment_stores(workdir, "moving", 16)])
@@ -79,11 +80,12 @@ def test_the_nvds_result_is_the_same_whatever_the_segment_size(library):
     frames = result_frames(workdir / "results/moving/moving_LRF_Full_SBS.mp4")
     assert frames.shape == whole["frames"].shape == (40, 36, 128, 3)
     np.testing.assert_array_equal(frames, whole["frames"])
+    assert (workdir / "results/moving/moving_LRF_Full_SBS.mp4").read_bytes() == whole["bytes"]
 
 
 def _segment_stores(workdir: Path, video: str, size: int) -> list[Path]:
-    (folder,) = {p.parent for p in (workdir / "work" / video / "near").glob("*/nvds-*/*.maps")}
-    stores = [p for p in sorted(folder.glob("*.maps")) if _frames(p.stem) <= size]
+    (folder,) = {p.parent for p in (workdir / "work" / video / "near").glob("*/nvds-*/*.zarr")}
+    stores = [p for p in sorted(folder.glob("*.zarr")) if _frames(p.stem) <= size]
     assert [p.stem.split("-")[0] for p in stores] == ["00000000", "00000016", "00000032"]
     return stores
 

@@ -156,12 +156,13 @@ def test_the_container_of_the_result(make_clip, tmp_path, container):
         assert "Stereo 3D: side by side" in banner  # Matroska's own StereoMode
 
 
-def test_the_container_setting_names_the_result_and_reruns_the_mux_only(library):
+def test_the_container_setting_names_the_result_and_reruns_the_encode_and_mux_only(library):
     workdir, _ = library
     snakemake(workdir)  # whatever the tests before left to do
     write_config(workdir, segments={"frames": 0}, library={"folder": "Copied"}, encode={"container": "mkv"})
     plan = scheduled(workdir)
-    assert set(plan) == {"join", "qc_library"}
+    # No model job: the encoded video was removed once muxed (no second copy of every result in work/).
+    assert set(plan) == {"render", "join", "qc_library"}
     snakemake(workdir)
     vid = video_id(NAMES[-1])
     out = probe_video(workdir / "results" / vid / f"{vid}_LRF_Full_SBS.mkv")

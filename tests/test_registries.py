@@ -140,7 +140,7 @@ def test_stabiliser_rows_are_complete():
         assert isinstance(stabiliser, Stabiliser) and stabiliser.summary
         assert callable(stabiliser.run)
         assert stabiliser.history >= 0
-        assert NearJob.__dataclass_fields__.keys() >= {"plan", "previous_depth", "models_dir"}
+        assert NearJob.__dataclass_fields__.keys() >= {"plan", "earlier", "models_dir"}
 
 
 def test_config_yaml_is_valid_and_complete_against_the_schema():

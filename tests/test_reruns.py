@@ -80,7 +80,9 @@ EMA_LIBRARY = {
     "encode.pix_fmt": ("yuv444p", ENCODE),
     "encode.deep_codec": ("same", ENCODE),
     "encode.stereo_signal": ("sei", ENCODE),
-    "encode.container": ("mkv", {"join", "qc_library"}),  # the final mux alone
+    # The final mux; the render before it too, as the encoded video is not kept once muxed (temp).
+    "encode.container": ("mkv", ENCODE),
+    "encode.piece_frames": (16, ENCODE),
     "runtime.providers": (["cuda", "cpu"], NOTHING),  # speed only, like every runtime key
     "runtime.threads": (2, NOTHING),
     "runtime.gpu_mem_limit_mb": (1024, NOTHING),

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = {
     "library": {"folder": "videos"},
     "da3": {"size": 140, "batch": 2},
-    "encode": {"preset": "ultrafast"},
+    "encode": {"preset": "ultrafast", "piece_frames": 8},
     "runtime": {"providers": ["cpu"], "threads": 1},
     "segments": {"frames": 16},
     "report": {"qc": False},  # the report's own jobs are tested in test_report.py
@@ -93,7 +93,7 @@ def library(workdir: Path, models: Path, clips: dict[str, dict]) -> None:
 def near_maps_of(workdir: Path, video: str) -> np.ndarray:
     (folder,) = [p for p in (workdir / "work" / video / "near").glob("*/*") if p.is_dir()]
     parts = []
-    for path in sorted(folder.glob("*.maps")):
+    for path in sorted(folder.glob("*.zarr")):
         with MapReader(path) as maps:
             parts.append(maps.read())
     return np.concatenate(parts)
@@ -114,11 +114,12 @@ def test_the_result_is_the_same_whatever_the_segment_size(tmp_path, models):
     whole_result = tmp_path / "results/long/long_LRF_Full_SBS.mp4"
     whole_probe = probe_video(whole_result)
     whole_frames = decoded(whole_result)
-    assert len(list((tmp_path / "work/long/depth").glob("*/*.maps"))) == 1
+    whole_bytes = whole_result.read_bytes()
+    assert len(list((tmp_path / "work/long/depth").glob("*/*.zarr"))) == 1
 
     configure(tmp_path, segments={"frames": 16}, encode={"crf": 0})
     run(tmp_path)
-    assert len(list((tmp_path / "work/long/depth").glob("*/*.maps"))) == 1 + 3  # 0-16, 16-32, 32-40
+    assert len(list((tmp_path / "work/long/depth").glob("*/*.zarr"))) == 1 + 3  # 0-16, 16-32, 32-40
     segmented = near_maps_of_segmented(tmp_path, "long")
     # The EMA ranges are planned over the whole video: every segment applies the same ranges to the same depth.
     np.testing.assert_array_equal(segmented, whole)
@@ -127,6 +128,8 @@ def test_the_result_is_the_same_whatever_the_segment_size(tmp_path, models):
     np.testing.assert_allclose(result["frame_pts_s"], whole_probe["frame_pts_s"], atol=1e-3)
     assert result["audio"]
     np.testing.assert_array_equal(decoded(tmp_path / "results/long/long_LRF_Full_SBS.mp4"), whole_frames)
+    # Segments of whole pieces encode the very same pieces as the whole-video job: the same file, byte for byte.
+    assert (tmp_path / "results/long/long_LRF_Full_SBS.mp4").read_bytes() == whole_bytes
 
 
 def decoded(path: Path) -> np.ndarray:
@@ -139,8 +142,8 @@ def decoded(path: Path) -> np.ndarray:
 def near_maps_of_segmented(workdir: Path, video: str) -> np.ndarray:
     (folder,) = [p for p in (workdir / "work" / video / "near").glob("*/*") if p.is_dir()]
     parts = []
-    for path in sorted(folder.glob("*.maps")):
-        if re.fullmatch(r"\d{8}-\d{8}\.maps", path.name) and path.name != "00000000-00000040.maps":
+    for path in sorted(folder.glob("*.zarr")):
+        if re.fullmatch(r"\d{8}-\d{8}\.zarr", path.name) and path.name != "00000000-00000040.zarr":
             with MapReader(path) as maps:
                 parts.append(maps.read())
     return np.concatenate(parts)
@@ -161,11 +164,11 @@ def test_a_killed_run_resumes_without_recomputing_finished_segments(tmp_path, mo
     )
     depth = tmp_path / "work/long/depth"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and len(list(depth.glob("*/*.maps"))) < 2:
+    while time.monotonic() < deadline and len(list(depth.glob("*/*.zarr"))) < 2:
         time.sleep(0.05)  # depth jobs run one at a time here: the first is recorded once a second is written
     os.killpg(process.pid, signal.SIGKILL)  # the whole tree, mid-run, as a crash or a scheduler would
     process.wait()
-    first = min(depth.glob("*/*.maps"), key=lambda p: p.stat().st_mtime_ns)
+    first = min(depth.glob("*/*.zarr"), key=lambda p: p.stat().st_mtime_ns)
     finished_at = first.stat().st_mtime_ns
     assert not final.exists()
 
@@ -189,11 +192,11 @@ def test_reruns_schedule_exactly_the_stages_a_setting_touches(tmp_path, models):
     configure(tmp_path, stabilise={"ema_alpha": 0.3})
     assert scheduled(tmp_path) == {"near_plan": 2, "near_maps": segs, "render": segs, "join": 2}
 
-    # A setting switched back finds its old results: no model job, only the final join.
+    # A setting switched back finds its old near maps: no model job; the encoded videos went once joined (temp).
     configure(tmp_path, render={"divergence_pct": 3.0})
     run(tmp_path)
     configure(tmp_path)
-    assert scheduled(tmp_path) == {"join": 2}
+    assert scheduled(tmp_path) == {"render": segs, "join": 2}
 
     # A sheet row reruns its own video only, from the first stage its cells touch.
     run(tmp_path)

@@ -95,7 +95,7 @@ def test_nvds_stabilisation_runs_in_the_workflow(tmp_path, make_clip):
     out = tmp_path / "results/wide/wide_LRF_Full_SBS.mp4"
     assert probe_video(out)["video"]["frame_count"] == 6
     assert (tmp_path / "models/NVDS/NVDS_Head_96x64.onnx.validation.json").is_file()
-    (near_store,) = (tmp_path / "work/wide/near").glob("*/nvds-*/*.maps")
+    (near_store,) = (tmp_path / "work/wide/near").glob("*/nvds-*/*.zarr")
     with MapReader(near_store) as maps:
         assert maps.attrs["method"] == "nvds" and len(maps) == 6
     # Switching back to EMA needs no NVDS job and no depth job: only near maps onward.

@@ -25,8 +25,8 @@ def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> d
         with MapReader(path) as depths:
             for raw in depths:
                 ranges.append(percentile_range(reciprocal(raw), settings["low_pct"], settings["high_pct"]))
-            recorded = depths.attrs.get("changes") or [None] * depths.frames
-            changes.extend(np.nan if c is None else c for c in recorded)
+            recorded = depths.series("changes")
+            changes.extend(np.full(depths.frames, np.nan) if recorded is None else recorded)
     smoothed = ema_ranges(
         np.array(ranges).reshape(-1, 2),
         np.array(changes, dtype=np.float64),

@@ -1,8 +1,8 @@
 """``nvds``: the NVDS stabiliser network on RGBD frames (RGB at the tier + the per-frame near map).
 
 Its output is already a stabilised near map and is stored as it is. The network's window is causal: a segment
-after the first primes it with the raw inputs of the frames before it (their depth from the previous segment,
-their pictures decoded again), so segments agree with an unsegmented run.
+after the first (or a resumed job) primes it with the raw inputs of the frames before it (their depth, their
+pictures decoded again), so segments and resumed jobs agree with an unbroken run.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 from stereo3d.io.decode import FrameReader
-from stereo3d.io.mapstore import MapReader
 from stereo3d.models.names import nvds_onnx_names
 from stereo3d.models.nvds.runtime import WINDOW_FRAMES, open_stabiliser
 from stereo3d.stabilisers.registry import NearJob, Stabiliser
@@ -31,16 +30,14 @@ def run(job: NearJob) -> None:
     stabiliser = open_stabiliser(job.models_dir, *tier, job.options, graphs=job.settings["nvds_graphs"])
     log.info("NVDS %s: %s graphs", job.settings["nvds_tier"], stabiliser.mode)
     history = min(HISTORY, job.start)
-    if history and job.previous_depth is None:
-        raise ValueError("an NVDS segment after the first needs the previous segment's depth")
+    if history and job.earlier is None:
+        raise ValueError("an NVDS segment after the first needs the depth before it")
     size = fit_inside(job.probe, tier)
     count = job.depths.frames + history
     with FrameReader(job.video, job.probe, start=job.start - history, count=count, size=size) as frames:
         if history:
             # Causal: the window sees the raw inputs of the frames before the segment, never their output.
-            with MapReader(job.previous_depth) as previous:
-                earlier = previous.read(previous.frames - history, history)
-            stabiliser.prime((next(frames), near_from_depth(raw, low, high)) for raw in earlier)
+            stabiliser.prime((next(frames), near_from_depth(raw, low, high)) for raw in job.earlier(history))
         for raw, rgb in zip(job.depths, frames, strict=True):
             job.write(stabiliser.step(rgb, near_from_depth(raw, low, high)))
 

@@ -27,8 +27,9 @@ class Stabiliser:
     # near_plan): plan(depth_segments, out, settings) -> summary. It keeps segments exactly equal to an
     # unsegmented run where a method looks at the whole video.
     plan: Callable[[list[Path], Path, dict], dict] | None = None
-    # Raw frames before a segment that its first outputs depend on (a causal window): they are read from the
-    # previous segment's raw depth, never from its output.
+    # Raw frames before a segment that its first outputs depend on (a causal window): read through job.earlier
+    # (the raw depth before the job's first frame, from this segment's store or the previous one's), never from
+    # any output.
     history: int = 0
     # The model files (paths under the models folder) it opens, for its settings; the workflow exports them.
     models: Callable[[dict], list[str]] | None = None
@@ -36,16 +37,16 @@ class Stabiliser:
 
 @dataclass
 class NearJob:
-    """One segment, as a stabiliser sees it."""
+    """One segment (or what is left of it for a resumed job), as a stabiliser sees it."""
 
     video: Path
     probe: dict
-    depths: object  # a MapReader over the segment's raw depth (iterate for frames; .frames, .attrs)
-    start: int  # the segment's first frame in the video
+    depths: object  # the raw depth from the job's first frame on (iterate for frames; .frames, .attrs)
+    start: int  # the job's first frame in the video
     settings: dict  # near.* with "method" and the stabiliser's keys (by their last name part)
     write: Callable[[np.ndarray], None]  # stores the next near map
     plan: Path | None = None
-    previous_depth: Path | None = None
+    earlier: Callable[[int], np.ndarray] | None = None  # earlier(n): raw depth [n, h, w] of the n frames before
     models_dir: Path | None = None
     options: SessionOptions = field(default_factory=SessionOptions)
 

@@ -18,6 +18,7 @@ from stereo3d.io.mapstore import MapWriter
 from stereo3d.models.da3.runtime import DepthModel, placement_for
 from stereo3d.progress import Progress
 from stereo3d.runtime.sessions import SessionOptions, open_session
+from stereo3d.stages.resume import job_identity
 from stereo3d.stereo.cuts import picture_change, thumbnail
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,9 @@ def estimate_depth(
 ) -> dict:
     """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``.
 
-    The store's attrs also carry each frame's picture change against the frame before it (the
-    frame before ``start`` is decoded for that alone), from which shot cuts are found later.
+    The store also carries each frame's picture change against the frame before it (its ``changes`` series;
+    the frame before ``start`` is decoded for that alone), from which shot cuts are found later. A job killed
+    midway resumes after the last chunk it stored.
     """
     session = open_session(model, options)
     contract = DepthModel(session, model)
@@ -54,30 +56,32 @@ def estimate_depth(
         "contract": contract.input_contract,
         "placement": [placement.x, placement.y, placement.width, placement.height],
     }
-    progress = Progress(log, f"depth {Path(video).name}", total)
-    lead = 1 if start > 0 else 0  # the frame before the segment, for the first picture change
-    changes: list[float] = []
-    with (
-        FrameReader(
-            video, probe, start=start - lead, count=total + lead, size=(placement.width, placement.height)
-        ) as frames,
-        MapWriter(out, "log", attrs=attrs) as store,
-    ):
-        previous = None
-        pending: list[np.ndarray] = []
-        for index, frame in enumerate(frames):
-            thumb = thumbnail(frame)
-            if index >= lead:
-                changes.append(picture_change(previous, thumb) if previous is not None else float("nan"))
-                pending.append(frame)
-            previous = thumb
-            if len(pending) == batch:
-                store.append(contract.run(np.stack(pending), placement))
+    identity = job_identity([video, model], start=start, count=total, fit=fit, batch=batch)
+    with MapWriter(out, "inverse", attrs=attrs, series=("changes",), resume=identity) as store:
+        done = store.resumed  # frames a killed attempt of this job already stored
+        if done:
+            log.info("%s: resuming depth at frame %d of %d", Path(video).name, start + done, start + total)
+        progress = Progress(log, f"depth {Path(video).name}", total - done)
+        first = start + done
+        lead = 1 if first > 0 else 0  # the frame before, for the first picture change
+        size = (placement.width, placement.height)
+        with FrameReader(video, probe, start=first - lead, count=total - done + lead, size=size) as frames:
+            previous = None
+            pending: list[np.ndarray] = []
+            changes: list[float] = []
+            for index, frame in enumerate(frames):
+                thumb = thumbnail(frame)
+                if index >= lead:
+                    changes.append(picture_change(previous, thumb) if previous is not None else float("nan"))
+                    pending.append(frame)
+                previous = thumb
+                # A batch never spans two chunks: batches are then the same in a resumed run.
+                if len(pending) == min(batch, store.chunk_left()):
+                    store.append(contract.run(np.stack(pending), placement), changes=changes)
+                    progress.advance(len(pending))
+                    pending, changes = [], []
+            if pending:
+                store.append(contract.run(np.stack(pending), placement), changes=changes)
                 progress.advance(len(pending))
-                pending = []
-        if pending:
-            store.append(contract.run(np.stack(pending), placement))
-            progress.advance(len(pending))
-        store.attrs["changes"] = [None if np.isnan(c) else round(c, 6) for c in changes]
     fps = progress.finish()
     return {"frames": progress.done, "fps": fps, "providers": session.get_providers()}

@@ -9,18 +9,23 @@ are decoded at the display size in square pixels, and such a source's output is 
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass, fields
+import shutil
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from stereo3d.errors import BadVideo
+from stereo3d.io.atomic import atomic_output
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.encode import VideoEncoder, resolve_codec
-from stereo3d.io.mapstore import MapReader
+from stereo3d.io.mapstore import CHUNK_FRAMES, MapReader
 from stereo3d.io.probe import bit_depth, square_pixels
 from stereo3d.progress import Progress
+from stereo3d.stages.join import concat_video
+from stereo3d.stages.resume import job_identity
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import StereoSettings, render_stereo
 
@@ -40,6 +45,9 @@ class EncodeSettings:
     pix_fmt: str = "auto"  # auto: yuv420p for 8-bit sources, yuv420p10le for deeper ones
     deep_codec: str = "libx265"  # replaces an H.264 codec for sources deeper than 8 bits ("same" keeps it)
     stereo_signal: str = "container"  # container (Matroska StereoMode -> MP4 st3d) | sei (H.264 SEI) | none
+    # Frames per encoded piece (counted from the video's first frame): the most a killed render loses. Each piece
+    # starts with a key frame (x264's own interval is 250); at CRF that costs ~1 % of the result's size.
+    piece_frames: int = CHUNK_FRAMES
 
     @classmethod
     def from_config(cls, section: dict) -> EncodeSettings:
@@ -51,7 +59,10 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
                  layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings(), *,
                  fov_deg: float = 90.0, eye_px: int = 0) -> dict:  # fmt: skip
     """Render every frame of ``near``'s range (its ``start`` attribute onward) to ``layout`` and encode it, video
-    only, to ``out``. ``fov_deg``/``eye_px`` shape the VR180 layout. Returns a summary for the log."""
+    only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. Returns a summary for the log.
+
+    Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done and
+    they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
     info = probe["video"]
     width, height = info["display_width"], info["display_height"]
     get_layout(layout)  # an unknown layout fails before any decoding
@@ -60,7 +71,7 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     deep = bit_depth(pix_fmt) > 8
     out = Path(out)
     extra = [*encoder_args(layout, codec, encode.stereo_signal),
-             *container_args(layout, out.suffix, encode.stereo_signal)]  # fmt: skip
+             *container_args(layout, ".mkv", encode.stereo_signal)]  # fmt: skip
     with MapReader(near) as nears:
         start = int(nears.attrs.get("start", 0))
         count = nears.frames
@@ -75,28 +86,84 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         if pad_w or pad_h:
             log.info("%s: %dx%d frames padded to %dx%d (%s needs even sides; the last column/row is repeated)",
                      Path(video).name, out_w, out_h, out_w + pad_w, out_h + pad_h, pix_fmt)  # fmt: skip
-        pts_s = None
-        if info.get("vfr"):
-            # Keep the source's own frame times, counted from this range's first frame.
-            span = probe["frame_pts_s"][start : start + count]
-            pts_s = [t - span[0] for t in span]
         log.info("%s: %s %dx%d, %s %s crf %d, %s", Path(video).name, layout, out_w, out_h, codec, pix_fmt,
-                 encode.crf, "variable frame rate" if pts_s else f"{info['fps_fraction']} fps")  # fmt: skip
-        progress = Progress(log, f"render {Path(video).name}", count)
-        with FrameReader(video, probe, start=start, count=count, deep=deep) as frames, \
-                VideoEncoder(out, out_w + pad_w, out_h + pad_h, info["fps_fraction"], codec=codec, crf=encode.crf,
-                             preset=encode.preset, pix_fmt=pix_fmt, extra_args=extra, pts_s=pts_s,
-                             depth=16 if deep else 8, color=info, time_base=info.get("time_base", "1/90000"),
-                             sar=None if square_pixels(info) else "1:1") as encoder:  # fmt: skip
-            for frame, near_map in zip(frames, nears, strict=True):
-                left, right = render_stereo(frame, near_map, stereo)
-                packed = get_layout(layout).pack(left, right, **options)
-                if pad_w or pad_h:
-                    packed = np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
-                encoder.write(packed, owned=True)
-                progress.advance(1)
+                 encode.crf, "variable frame rate" if info.get("vfr") else f"{info['fps_fraction']} fps")  # fmt: skip
+        identity = job_identity([video, near], layout=layout, options=options, encode=asdict(encode),
+                                stereo=asdict(stereo))  # fmt: skip
+        pieces = Pieces(out, identity, start, count, encode.piece_frames)
+        done = pieces.done()
+        if done:
+            log.info("%s: resuming the render at frame %d of %d", Path(video).name, start + done, start + count)
+        progress = Progress(log, f"render {Path(video).name}", count - done)
+        with FrameReader(video, probe, start=start + done, count=count - done, deep=deep) as frames:
+            near_maps = iter(nears.from_frame(done))
+            for first, frames_in_piece in pieces.todo():
+                pts_s = None
+                if info.get("vfr"):  # the source's own frame times, counted from the piece's first frame
+                    span = probe["frame_pts_s"][first : first + frames_in_piece]
+                    pts_s = [t - span[0] for t in span]
+                with VideoEncoder(pieces.path(first), out_w + pad_w, out_h + pad_h, info["fps_fraction"],
+                                  codec=codec, crf=encode.crf, preset=encode.preset, pix_fmt=pix_fmt,
+                                  extra_args=extra, pts_s=pts_s, depth=16 if deep else 8, color=info,
+                                  time_base=info.get("time_base", "1/90000"),
+                                  sar=None if square_pixels(info) else "1:1") as encoder:  # fmt: skip
+                    for _ in range(frames_in_piece):
+                        left, right = render_stereo(next(frames), next(near_maps), stereo)
+                        packed = get_layout(layout).pack(left, right, **options)
+                        if pad_w or pad_h:
+                            packed = np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+                        encoder.write(packed, owned=True)
+                        progress.advance(1)
+        pieces.join(probe)
     return {"frames": progress.done, "fps": progress.finish(), "size": [out_w + pad_w, out_h + pad_h],
             "codec": codec, "pix_fmt": pix_fmt, "layout": layout}  # fmt: skip
+
+
+class Pieces:
+    """The encoded pieces of one render job, in ``.<out name>.partial`` beside ``out`` (with the job's identity,
+    so that a rerun continues only its own pieces), joined into ``out`` once all are done."""
+
+    def __init__(self, out: Path, identity: dict, start: int, count: int, size: int):
+        self.out, self.start, self.end = out, start, start + count
+        self.folder = out.with_name(f".{out.name}.partial")
+        # Pieces begin at multiples of ``size`` from the video's first frame, so that segments of a multiple of it
+        # cut the video into the very same pieces as one whole-video job: the result's bytes do not depend on it.
+        self.firsts = [start, *range((start // size + 1) * size, self.end, size)]
+        self.lasts = [*self.firsts[1:], self.end]
+        stamp = self.folder / "identity.json"
+        wanted = json.dumps(identity, sort_keys=True)
+        if not (stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted):
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder.mkdir(parents=True)
+            with atomic_output(stamp) as tmp:
+                tmp.write_text(wanted, encoding="utf-8")
+
+    def path(self, first: int) -> Path:
+        return self.folder / f"{first:08d}.mkv"
+
+    def done(self) -> int:
+        """Frames in the complete pieces from the first on (each piece appears only once fully encoded)."""
+        finished = 0
+        for first, last in zip(self.firsts, self.lasts, strict=True):
+            if not self.path(first).is_file():
+                break
+            finished = last - self.start
+        return finished
+
+    def todo(self):
+        """(first frame, frame count) of each piece still to encode."""
+        for first, last in zip(self.firsts, self.lasts, strict=True):
+            if not self.path(first).is_file():
+                yield first, last - first
+
+    def join(self, probe: dict) -> None:
+        parts = [self.path(first) for first in self.firsts]
+        with atomic_output(self.out) as tmp:
+            if len(parts) == 1:
+                parts[0].replace(tmp)
+            else:
+                concat_video(parts, self.firsts, probe, tmp)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def even_padding(width: int, height: int, pix_fmt: str) -> tuple[int, int]:

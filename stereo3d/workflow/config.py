@@ -93,9 +93,16 @@ def check_semantics(config: dict, source: str | Path) -> None:
         width, height = (int(v) for v in tier.split("x"))
         if width % 32 or height % 32 or min(width, height) < 32:
             raise BadConfig(source, f"{key}: {tier} must be WIDTHxHEIGHT in multiples of 32 (NVDS), e.g. 512x288")
-    frames = config["segments"]["frames"]
-    if 0 < frames < 16:
-        raise BadConfig(source, f"segments.frames: {frames} is too small; use 0 (whole video) or at least 16")
+    frames, piece = config["segments"]["frames"], config["encode"]["piece_frames"]
+    if frames % piece:
+        # Pieces begin at multiples of piece_frames; segments that are not made of whole pieces would encode the
+        # video in other pieces than a whole-video run, and the result's bytes would depend on the segmenting.
+        better = max(piece, round(frames / piece) * piece)
+        raise BadConfig(
+            source,
+            f"segments.frames: {frames} is not a multiple of encode.piece_frames ({piece}); use 0 (whole video) "
+            f"or e.g. {better}",
+        )
     near = config["near"]
     if near["low_pct"] >= near["high_pct"]:
         raise BadConfig(source, f"near.low_pct ({near['low_pct']}) must be below near.high_pct ({near['high_pct']})")

@@ -18,9 +18,9 @@ class Paths:
         # Per video; {dkey}, {nkey}, {rkey} are the cache keys of stereo3d.workflow.keys, {seg} a frame range.
         self.probe = f"{work}/{{video}}/probe.json"
         self.probe_frames = f"{work}/{{video}}/frames.npz"  # every frame's time (stereo3d.stages.probe)
-        self.depth = f"{work}/{{video}}/depth/{{dkey}}/{{seg}}.maps"
+        self.depth = f"{work}/{{video}}/depth/{{dkey}}/{{seg}}.zarr"  # map stores: Zarr v3 folders
         self.near_plan = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/plan.npz"
-        self.near_maps = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.maps"
+        self.near_maps = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.zarr"
         self.render = f"{work}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mkv"
         self.result = f"{self.results}/{{video}}/{{video}}{{tag}}.{{ext}}"
         self.qc_video = f"{work}/{{video}}/qc/{{name}}"
@@ -48,3 +48,14 @@ class Paths:
 def fill(template: str, **wildcards) -> str:
     """A template with its wildcards filled in."""
     return template.format(**wildcards)
+
+
+def frame_ranges(frame_count: int, segment_frames: int) -> list[tuple[int, int]]:
+    """A video's segments as (start, count): ``segment_frames`` each (0 = the whole video)."""
+    size = segment_frames or frame_count
+    return [(start, min(size, frame_count - start)) for start in range(0, frame_count, size)]
+
+
+def segment_name(start: int, count: int) -> str:
+    """The ``{seg}`` of a frame range."""
+    return f"{start:08d}-{start + count:08d}"

@@ -14,7 +14,7 @@ from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.workflow import keys
 from stereo3d.workflow.config import load_schema, validate_config
 from stereo3d.workflow.library import ID_PATTERN, discover, video_id
-from stereo3d.workflow.paths import fill
+from stereo3d.workflow.paths import fill, frame_ranges, segment_name
 from stereo3d.workflow.sheet import per_video_settings
 from stereo3d.workflow.targets import Targets
 
@@ -128,14 +128,14 @@ def summarise_failures():
 
 def segments(video):
     """The video's frame ranges as (start, count)."""
-    frames = probed(video)["video"]["frame_count"]
-    size = config["segments"]["frames"] or frames
-    return [(start, min(size, frames - start)) for start in range(0, frames, size)]
+    return frame_ranges(
+        probed(video)["video"]["frame_count"], config["segments"]["frames"]
+    )
 
 
 def segment_paths(template, video, **keys):
     """``template`` filled in for each segment of the video, in frame order."""
-    names = [f"{start:08d}-{start + count:08d}" for start, count in segments(video)]
+    names = [segment_name(start, count) for start, count in segments(video)]
     return [fill(template, video=video, seg=name, **keys) for name in names]
 
 

@@ -53,7 +53,7 @@ def get_previous_depth(wildcards):
     if not T.stabiliser(wildcards.video).history or start == 0:
         return []
     (previous,) = [
-        p for p in get_depth_segments(wildcards) if p.endswith(f"-{start:08d}.maps")
+        p for p in get_depth_segments(wildcards) if p.endswith(f"-{start:08d}.zarr")
     ]
     return previous
 
@@ -122,3 +122,16 @@ def get_demo_outputs(wildcards):
             "the demo target needs the demo configuration: --configfile demo/config.yaml"
         )
     return get_results(wildcards)
+
+
+def get_prune_videos(wildcards):
+    """Each video of the library with its current keys (what `prune` keeps)."""
+    return {
+        v: dict(
+            dkey=T.depth_key(v),
+            nkey=T.near_key(v),
+            rkey=T.render_key(v),
+            plan=T.stabiliser(v).plan is not None,
+        )
+        for v in T.all_videos
+    }

@@ -30,7 +30,7 @@ rule depth:
         frames=rules.probe.output.frames,
         model=get_da3_model,
     output:
-        maps=P.depth,
+        maps=directory(P.depth),
     log:
         P.log("depth", "{video}/{dkey}/{seg}"),
     benchmark:
@@ -74,7 +74,7 @@ rule near_maps:
         plan=get_near_plan,
         models=get_near_models,
     output:
-        maps=P.near_maps,
+        maps=directory(P.near_maps),
     log:
         P.log("near_maps", "{video}/{dkey}/{nkey}/{seg}"),
     benchmark:
@@ -91,7 +91,8 @@ rule near_maps:
         "../../scripts/near_maps.py"
 
 
-# Left/right views of one segment in the configured layout, encoded (video only).
+# Left/right views of one segment in the configured layout, encoded (video only). Removed once
+# joined into the result (run with --notemp to keep them, e.g. to try other containers).
 rule render:
     input:
         source=get_source,
@@ -99,7 +100,7 @@ rule render:
         frames=rules.probe.output.frames,
         near=P.near_maps,
     output:
-        video=P.render,
+        video=temp(P.render),
     log:
         P.log("render", "{video}/{dkey}/{nkey}/{rkey}/{seg}"),
     benchmark:

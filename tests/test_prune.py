@@ -1,0 +1,48 @@
+"""`snakemake prune` drops the intermediates of settings no longer configured, keeps what the current ones read
+(and what a killed job of theirs can resume from), and leaves videos that are not in the library alone."""
+
+from __future__ import annotations
+
+import re
+
+from harness import exported_workdir, snakemake, write_config
+
+from stereo3d.demo.samples import make_clip
+
+
+def folders(workdir, stage):
+    return sorted(p.relative_to(workdir / "work/clip" / stage).as_posix()
+                  for p in (workdir / "work/clip" / stage).glob("*/*.zarr"))  # fmt: skip
+
+
+def test_prune_keeps_the_current_settings_and_drops_the_rest(tmp_path_factory):
+    workdir = exported_workdir(tmp_path_factory, "prune")
+    make_clip(workdir / "videos/clip.mp4", width=64, height=36, frames=20, fps="10")
+    write_config(workdir, report={"qc": False})
+    snakemake(workdir)
+    first_depth = folders(workdir, "depth")
+    write_config(workdir, report={"qc": False}, da3={"fit": "resize"}, segments={"frames": 16})
+    snakemake(workdir)
+    current_depth = sorted(set(folders(workdir, "depth")) - set(first_depth))
+    assert len(first_depth) == 1 and len(current_depth) == 2  # two depth keys now; the second in segments
+    result = (workdir / "results/clip/clip_LRF_Full_SBS.mp4").read_bytes()
+
+    # Something a killed job of the current settings left to resume from, and a video no longer in the library.
+    current_store = workdir / "work/clip/depth" / current_depth[0]
+    resumable = current_store.with_name(f".{current_store.name}.partial")
+    resumable.mkdir()
+    (workdir / "work/gone").mkdir()
+    (workdir / "work/gone/probe.json").write_text("{}")
+
+    run = snakemake(workdir, "prune")
+    assert folders(workdir, "depth") == current_depth
+    assert len(list((workdir / "work/clip/near").glob("*/*"))) == 1  # one near key folder left
+    assert resumable.is_dir() and (workdir / "work/gone/probe.json").is_file()
+    assert re.search(r"pruned \d+ intermediates of settings no longer configured", run.stderr)
+    assert "left alone: 1 work folders of videos not in the library" in run.stderr
+    assert (workdir / "work/clip/probe.json").is_file()
+
+    # Nothing the current settings read was touched: nothing to do, and the result is the same.
+    dry = snakemake(workdir, "-n").stdout
+    assert "Nothing to be done" in dry or "nothing to be done" in dry.lower()
+    assert (workdir / "results/clip/clip_LRF_Full_SBS.mp4").read_bytes() == result
