@@ -58,3 +58,12 @@ def test_wrong_type_is_refused():
 def test_unknown_keys_are_warned_with_a_suggestion():
     _, warnings = validate_config({"render": {"divergense_pct": 3}}, SCHEMA)
     assert warnings == ["unknown config key render.divergense_pct is ignored (did you mean render.divergence_pct?)"]
+
+
+def test_segments_are_whole_pieces_so_the_result_does_not_depend_on_them():
+    with pytest.raises(BadConfig, match=r"segments.frames: 1000 is not a multiple of encode.piece_frames \(64\).*1024"):
+        validate_config({"segments": {"frames": 1000}}, SCHEMA)
+    config, _ = validate_config({"segments": {"frames": 1000}, "encode": {"piece_frames": 40}}, SCHEMA)
+    assert config["segments"]["frames"] == 1000
+    config, _ = validate_config({}, SCHEMA)
+    assert config["segments"]["frames"] == 0 and config["encode"]["piece_frames"] == 64  # one job per video

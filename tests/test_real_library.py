@@ -167,6 +167,21 @@ def test_the_container_setting_names_the_result_and_reruns_the_encode_and_mux_on
     vid = video_id(NAMES[-1])
     out = probe_video(workdir / "results" / vid / f"{vid}_LRF_Full_SBS.mkv")
     assert out["container"].startswith("matroska") and out["audio"]
+    assert not list((workdir / "work" / vid / "render").rglob("*.mkv"))  # no second copy of the result
+
+
+def test_kept_encoded_videos_make_a_container_change_a_remux(library):
+    workdir, _ = library
+    vid = video_id(NAMES[-1])
+    for result in (workdir / "results" / vid).iterdir():
+        result.unlink()
+    write_config(workdir, segments={"frames": 0, "keep_encoded": True}, library={"folder": "Copied"})
+    snakemake(workdir)  # encoded again, and kept this time
+    assert len(list((workdir / "work" / vid / "render").rglob("*.mkv"))) == 1
+    write_config(workdir, segments={"frames": 0, "keep_encoded": True}, library={"folder": "Copied"},
+                 encode={"container": "mkv"})  # fmt: skip
+    plan = scheduled(workdir)
+    assert "join" in plan and "render" not in plan  # the mux alone
 
 
 def test_the_demo_keeps_to_its_own_folder(tmp_path):

@@ -44,6 +44,7 @@ EMA_LIBRARY = {
     "paths.benchmarks": NOT_A_STAGE_SETTING,
     "demo": NOT_A_STAGE_SETTING,
     "segments.frames": (0, DEPTH),  # new frame ranges
+    "segments.keep_encoded": (True, NOTHING),  # what is kept from now on, not what is made
     "da3.variant": ("base", EXPORT),
     "da3.size": (112, EXPORT),
     "da3.contract": ("float", EXPORT),

@@ -5,6 +5,8 @@
 rule prune:
     log:
         P.log("prune", "library"),
+    benchmark:
+        P.benchmark("prune", "library")
     localrule: True
     conda:
         "../../envs/runtime.yaml"

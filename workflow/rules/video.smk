@@ -92,7 +92,7 @@ rule near_maps:
 
 
 # Left/right views of one segment in the configured layout, encoded (video only). Removed once
-# joined into the result (run with --notemp to keep them, e.g. to try other containers).
+# joined into the result, unless segments.keep_encoded.
 rule render:
     input:
         source=get_source,
@@ -100,7 +100,7 @@ rule render:
         frames=rules.probe.output.frames,
         near=P.near_maps,
     output:
-        video=temp(P.render),
+        video=P.render if config["segments"]["keep_encoded"] else temp(P.render),
     log:
         P.log("render", "{video}/{dkey}/{nkey}/{rkey}/{seg}"),
     benchmark:
