@@ -124,9 +124,14 @@ def main() -> None:
     ordered = {name: results[name] for name in FIGURES if name in results}
     for name, fig in ordered.items():
         fig["bench_seconds"] = timings[name]
-    report = {**ordered, "_run": {"seconds": round(total, 1), "python": sys.version.split()[0],
+        fig["date"] = time.strftime("%Y-%m-%d")
+    # Figures not measured this time keep their last values (each says when it was measured).
+    earlier = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    kept = {name: earlier[name] for name in FIGURES if name in earlier and name not in ordered}
+    merged = {name: ordered.get(name) or kept[name] for name in FIGURES if name in ordered or name in kept}
+    report = {**merged, "_run": {"seconds": round(total, 1), "python": sys.version.split()[0],
                                   "machine": platform.machine(), "cpus": _cpus(), "cache": str(common.CACHE),
-                                  "date": time.strftime("%Y-%m-%d %H:%M:%S")}}  # fmt: skip
+                                  "date": time.strftime("%Y-%m-%d %H:%M:%S"), "figures": list(ordered)}}  # fmt: skip
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(table(ordered))
     met = sum(fig["met"] for fig in ordered.values())

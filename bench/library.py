@@ -108,17 +108,19 @@ def p12(frames: int = 96) -> dict:
     _snakemake(work, "--cores", "2", timeout=1800, no_slurm=True)
     kept, result = _du(work / "work"), _du(work / "results")
     by_stage = {p.name: _du(p) for p in sorted((work / "work/clip").iterdir()) if p.is_dir()}
+    encoded_left = sum(p.stat().st_size for p in (work / "work/clip").rglob("render/**/*.mkv"))
     return {
         "P12": common.figure(
             kept / result,
-            "<= 1",
+            "<= 2",  # a second copy of the result alone would add 1.0
             baseline={"what": "results/", "bytes": result},
             measured={
                 "what": "work/ after the run",
                 "bytes": kept,
                 "by_folder": by_stage,
-                "render_left": sorted(p.name for p in (work / "work/clip").rglob("render/**/*.mkv")),
+                "encoded_video_left_bytes": encoded_left,
             },
+            no_second_copy=encoded_left == 0,
             setup=f"1280x720 clip, {frames} frames, DA3 smoke at {common.DA3_SIZE} (random weights: depth that "
             "compresses like noise, so more bytes than real depth); default settings",
         )
@@ -221,7 +223,9 @@ def p13(frames: int = 600, kills: int = 3, seed: int = 13) -> dict:
         for attempt in range(kills):
             counter = work / f"{stage}-{attempt}.count"
             child = _child(stage, {**args, "out": str(out)}, counter)
-            time.sleep(rng.uniform(0.1, 0.25) * duration)
+            while _counted(counter) == 0 and child.poll() is None:
+                time.sleep(0.01)  # the attempt is producing: kill it at a random moment of its work
+            time.sleep(rng.uniform(0.05, 0.2) * duration)
             if child.poll() is not None:
                 raise RuntimeError(f"{stage}: the attempt ended before its kill; use a longer clip")
             child.send_signal(signal.SIGKILL)

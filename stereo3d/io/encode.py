@@ -19,7 +19,7 @@ import numpy as np
 
 from stereo3d.errors import BadVideo
 from stereo3d.io.atomic import atomic_output
-from stereo3d.io.ffmpeg import ffmpeg_command, ffmpeg_url, last_error_line, run_ffmpeg
+from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_command, ffmpeg_url, last_error_line, run_ffmpeg
 from stereo3d.io.pipes import END, drain_lines, patient_put
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class VideoEncoder:
             "-loglevel", "error",
             "-f", "rawvideo", "-pix_fmt", self._input_pix_fmt, "-s", f"{self.width}x{self.height}",
             "-framerate", f"{self.fps.numerator}/{self.fps.denominator}", "-i", "pipe:0",
-            "-map", "0:v", *encode,
+            "-map", "0:v", *encode, *BITEXACT,
             "-f", CONTAINERS[self.out_path.suffix.lower()], "-y", ffmpeg_url(tmp),
         ]  # fmt: skip
         try:

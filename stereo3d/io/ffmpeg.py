@@ -19,6 +19,9 @@ from stereo3d.errors import BadVideo
 # Options every invocation gets: no banner noise, never read the terminal (a pipeline may run in the
 # background, and ffmpeg reading stdin would steal a rawvideo pipe), no progress lines in logs.
 COMMON_ARGS = ("-hide_banner", "-nostdin", "-nostats")
+# Output options of every file the package writes: no random Matroska segment id, no muxing date, no library
+# version, so the same inputs give the same bytes (a resumed job equals an uninterrupted one).
+BITEXACT = ("-fflags", "+bitexact")
 
 # Lines ffmpeg prints after the real cause; they say only that something failed.
 _GENERIC = re.compile(

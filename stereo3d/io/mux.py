@@ -16,7 +16,7 @@ from av.sidedata.sidedata import Type
 from stereo3d.errors import BadVideo, StereoError
 from stereo3d.io.atomic import atomic_output
 from stereo3d.io.encode import CONTAINERS
-from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_url, run_ffmpeg
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,8 @@ def mux_with_source(
         restamp = tmp.with_name(tmp.name + ".bsf")
         try:
             restamp.write_text(_restamp_bsf(probe), encoding="utf-8")
-            run_ffmpeg([*args, "-/bsf:v", ffmpeg_url(restamp), "-f", CONTAINERS[suffix], "-y", ffmpeg_url(tmp)],
-                       source, f"muxing into {out_path.name}")  # fmt: skip
+            output = [*BITEXACT, "-f", CONTAINERS[suffix], "-y", ffmpeg_url(tmp)]
+            run_ffmpeg([*args, "-/bsf:v", ffmpeg_url(restamp), *output], source, f"muxing into {out_path.name}")
         except (BadVideo, OSError) as exc:
             trouble = _DISK_TROUBLE.search(exc.cause if isinstance(exc, BadVideo) else str(exc))
             if trouble:  # the output's filesystem, not the source, is at fault: say so, naming the output

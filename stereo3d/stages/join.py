@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stereo3d.io.atomic import temp_path_for
-from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_url, run_ffmpeg
 from stereo3d.io.mux import mux_with_source
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def concat_video(
     try:
         concat_list.write_text("\n".join(listing) + "\n", encoding="utf-8")
         args = ["-y", "-loglevel", "error", "-f", "concat", "-safe", "0", "-i", ffmpeg_url(concat_list)]
-        args += ["-map", "0:v:0", "-c", "copy", *extra_args, "-f", "matroska", ffmpeg_url(out)]
+        args += ["-map", "0:v:0", "-c", "copy", *extra_args, *BITEXACT, "-f", "matroska", ffmpeg_url(out)]
         run_ffmpeg(args, out, f"joining {len(parts)} encoded parts")
     finally:
         concat_list.unlink(missing_ok=True)
