@@ -175,3 +175,32 @@ def test_another_jobs_leftover_is_not_continued(tmp_path):
         store.append(frames, changes=0.0)
     with MapReader(tmp_path / "d.maps") as store:
         assert store.frames == 30
+
+
+def test_a_killed_ema_plan_resumes_after_its_last_chunk_to_the_same_plan(tmp_path, caplog):
+    """The plan reads every depth frame of a video (minutes for a film): a kill keeps its finished chunks."""
+    import logging
+
+    from stereo3d.io.mapstore import partial_path
+    from stereo3d.stabilisers.ema import plan, range_table
+    from stereo3d.stereo.near import percentile_range, reciprocal
+
+    settings = {"low_pct": 2.0, "high_pct": 98.0, "ema_alpha": 0.3, "cut_threshold": 0.25}
+    frames = np.stack([m * (1 + t / 10) for t, m in enumerate(smooth_maps(70))])
+    write_maps(tmp_path / "a.zarr", frames[:40], "inverse", chunk=8, attrs={"start": 0})
+    write_maps(tmp_path / "b.zarr", frames[40:], "inverse", chunk=8, attrs={"start": 40})
+    segments = [tmp_path / "a.zarr", tmp_path / "b.zarr"]
+    plan(segments, tmp_path / "whole.npz", settings)
+    # What a killed attempt leaves: its first 40 rows appended, the first 32 of them stored (a whole chunk).
+    out = tmp_path / "plan.npz"
+    table = range_table(segments, out, settings)  # chunks of 32 rows
+    with MapReader(segments[0]) as depths:
+        for raw in depths:
+            lo, hi = percentile_range(reciprocal(raw), settings["low_pct"], settings["high_pct"])
+            table.append(lo=lo, hi=hi, change=np.nan)
+    del table
+    with caplog.at_level(logging.INFO, logger="stereo3d"):
+        plan(segments, out, settings)
+    assert "resuming the plan at frame 32 of 70" in caplog.text
+    assert out.read_bytes() == (tmp_path / "whole.npz").read_bytes()
+    assert not partial_path(out).exists()

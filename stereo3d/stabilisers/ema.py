@@ -6,36 +6,67 @@ run gives exactly the maps of an unsegmented one; each segment then only applies
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
 
 from stereo3d.io.atomic import atomic_output
-from stereo3d.io.mapstore import MapReader
+from stereo3d.io.frametable import FrameTable
+from stereo3d.io.mapstore import MapReader, partial_path
+from stereo3d.io.resume import job_identity
 from stereo3d.stabilisers.registry import NearJob, Stabiliser
 from stereo3d.stereo.cuts import CutDetector
 from stereo3d.stereo.near import normalise, percentile_range, reciprocal
 
+log = logging.getLogger(__name__)
+
+
+def range_table(depth_segments: list[str | Path], out: str | Path, settings: dict) -> FrameTable:
+    """The plan's working table beside ``out``: each frame's own range of inverse depth and its picture change
+    (what a killed plan leaves, for the next attempt of the same plan)."""
+    identity = job_identity(depth_segments, low_pct=settings["low_pct"], high_pct=settings["high_pct"])
+    return FrameTable(partial_path(out), ("lo", "hi", "change"), identity)
+
 
 def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> dict:
     """The per-frame normalisation ranges of a whole video (``.npz``: ``lo``, ``hi``), from its depth
-    segments in order. Reads depth maps and the picture changes the depth stage recorded."""
-    ranges, changes = [], []
+    segments in order. Reads depth maps and the picture changes the depth stage recorded.
+
+    Reading every depth map of a film takes minutes, so the frames' own ranges are kept in a resumable table as
+    they are found (``stereo3d.io.frametable``): a killed plan continues after its last stored chunk."""
+    out = Path(out)
+    low, high = settings["low_pct"], settings["high_pct"]
+    table = range_table(depth_segments, out, settings)
+    if table.resumed:
+        total = sum(_frames(path) for path in depth_segments)
+        log.info("%s: resuming the plan at frame %d of %d", out.name, table.resumed, total)
+    first = 0  # the segment's first frame in the video
     for path in depth_segments:
         with MapReader(path) as depths:
-            for raw in depths:
-                ranges.append(percentile_range(reciprocal(raw), settings["low_pct"], settings["high_pct"]))
-            recorded = depths.series("changes")
-            changes.extend(np.full(depths.frames, np.nan) if recorded is None else recorded)
+            if first + depths.frames > table.count:
+                recorded = depths.series("changes")
+                offset = table.count - first
+                for index, raw in enumerate(depths.from_frame(offset), start=offset):
+                    lo, hi = percentile_range(reciprocal(raw), low, high)
+                    table.append(lo=lo, hi=hi, change=np.nan if recorded is None else recorded[index])
+            first += depths.frames
+    columns = table.read()
     smoothed = ema_ranges(
-        np.array(ranges).reshape(-1, 2),
-        np.array(changes, dtype=np.float64),
+        np.stack([columns["lo"], columns["hi"]], axis=1),
+        columns["change"],
         settings["ema_alpha"],
         settings["cut_threshold"],
     )
     with atomic_output(out) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, lo=smoothed[:, 0], hi=smoothed[:, 1])
-    return {"frames": len(ranges)}
+    table.discard()
+    return {"frames": len(smoothed)}
+
+
+def _frames(path: str | Path) -> int:
+    with MapReader(path) as depths:
+        return depths.frames
 
 
 def run(job: NearJob) -> None:

@@ -15,10 +15,10 @@ import numpy as np
 
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.mapstore import MapWriter
+from stereo3d.io.resume import job_identity
 from stereo3d.models.da3.runtime import DepthModel, placement_for
 from stereo3d.progress import Progress
 from stereo3d.runtime.sessions import SessionOptions, open_session
-from stereo3d.stages.resume import job_identity
 from stereo3d.stereo.cuts import picture_change, thumbnail
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from stereo3d.io.mapstore import MapReader, MapWriter
+from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
 from stereo3d.runtime.sessions import SessionOptions
 from stereo3d.stabilisers import NearJob, get_stabiliser
-from stereo3d.stages.resume import job_identity
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from stereo3d.io.decode import FrameReader
 from stereo3d.io.encode import VideoEncoder, resolve_codec
 from stereo3d.io.mapstore import CHUNK_FRAMES, MapReader
 from stereo3d.io.probe import bit_depth, square_pixels
+from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
 from stereo3d.stages.join import concat_video
-from stereo3d.stages.resume import job_identity
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import StereoSettings, render_stereo
 
