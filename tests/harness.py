@@ -102,7 +102,8 @@ def stray_files(workdir: Path) -> list[Path]:
     stray = []
     for sub in ("results", "work", "models"):
         for path in (workdir / sub).rglob("*"):
-            if PARTIAL in path.name or path.name.endswith((".vf", ".tmp")):
+            # .partial: what a killed job keeps to resume from (stereo3d.io.mapstore, the render's pieces)
+            if PARTIAL in path.name or path.name.endswith((".vf", ".tmp", ".partial")):
                 stray.append(path)
     return stray
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stereo3d.errors import BadVideo
+from stereo3d.errors import BadVideo, StereoError
 from stereo3d.io.atomic import atomic_output
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.encode import VideoEncoder, resolve_codec
@@ -95,25 +95,29 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         if done:
             log.info("%s: resuming the render at frame %d of %d", Path(video).name, start + done, start + count)
         progress = Progress(log, f"render {Path(video).name}", count - done)
-        with FrameReader(video, probe, start=start + done, count=count - done, deep=deep) as frames:
-            near_maps = iter(nears.from_frame(done))
-            for first, frames_in_piece in pieces.todo():
-                pts_s = None
-                if info.get("vfr"):  # the source's own frame times, counted from the piece's first frame
-                    span = probe["frame_pts_s"][first : first + frames_in_piece]
-                    pts_s = [t - span[0] for t in span]
-                with VideoEncoder(pieces.path(first), out_w + pad_w, out_h + pad_h, info["fps_fraction"],
-                                  codec=codec, crf=encode.crf, preset=encode.preset, pix_fmt=pix_fmt,
-                                  extra_args=extra, pts_s=pts_s, depth=16 if deep else 8, color=info,
-                                  time_base=info.get("time_base", "1/90000"),
-                                  sar=None if square_pixels(info) else "1:1") as encoder:  # fmt: skip
-                    for _ in range(frames_in_piece):
-                        left, right = render_stereo(next(frames), next(near_maps), stereo)
-                        packed = get_layout(layout).pack(left, right, **options)
-                        if pad_w or pad_h:
-                            packed = np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
-                        encoder.write(packed, owned=True)
-                        progress.advance(1)
+        try:
+            with FrameReader(video, probe, start=start + done, count=count - done, deep=deep) as frames:
+                near_maps = iter(nears.from_frame(done))
+                for first, frames_in_piece in pieces.todo():
+                    pts_s = None
+                    if info.get("vfr"):  # the source's own frame times, counted from the piece's first frame
+                        span = probe["frame_pts_s"][first : first + frames_in_piece]
+                        pts_s = [t - span[0] for t in span]
+                    with VideoEncoder(pieces.path(first), out_w + pad_w, out_h + pad_h, info["fps_fraction"],
+                                      codec=codec, crf=encode.crf, preset=encode.preset, pix_fmt=pix_fmt,
+                                      extra_args=extra, pts_s=pts_s, depth=16 if deep else 8, color=info,
+                                      time_base=info.get("time_base", "1/90000"),
+                                      sar=None if square_pixels(info) else "1:1") as encoder:  # fmt: skip
+                        for _ in range(frames_in_piece):
+                            left, right = render_stereo(next(frames), next(near_maps), stereo)
+                            packed = get_layout(layout).pack(left, right, **options)
+                            if pad_w or pad_h:
+                                packed = np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+                            encoder.write(packed, owned=True)
+                            progress.advance(1)
+        except StereoError:
+            pieces.discard()  # a rerun would fail the same way: nothing to resume
+            raise
         pieces.join(probe)
     return {"frames": progress.done, "fps": progress.finish(), "size": [out_w + pad_w, out_h + pad_h],
             "codec": codec, "pix_fmt": pix_fmt, "layout": layout}  # fmt: skip
@@ -151,10 +155,14 @@ class Pieces:
         return finished
 
     def todo(self):
-        """(first frame, frame count) of each piece still to encode."""
+        """(first frame, frame count) of each piece after the complete ones."""
+        resume_at = self.start + self.done()
         for first, last in zip(self.firsts, self.lasts, strict=True):
-            if not self.path(first).is_file():
+            if first >= resume_at:
                 yield first, last - first
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def join(self, probe: dict) -> None:
         parts = [self.path(first) for first in self.firsts]
@@ -163,7 +171,7 @@ class Pieces:
                 parts[0].replace(tmp)
             else:
                 concat_video(parts, self.firsts, probe, tmp)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self.discard()
 
 
 def even_padding(width: int, height: int, pix_fmt: str) -> tuple[int, int]:
