@@ -1,5 +1,5 @@
 """A job killed inside a stage (SIGKILL of the whole run) resumes inside itself: its rerun continues after the
-last complete chunk (64 frames of depth or near maps, one encoded piece of the render), and the result is byte
+last complete chunk (32 frames of depth or near maps, one encoded piece of the render), and the result is byte
 for byte the one of an uninterrupted run."""
 
 from __future__ import annotations
