@@ -30,34 +30,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import yaml
-
 from bench import common
-from bench.pipeline import _job_stats, _snakemake
+from bench.pipeline import _job_stats, _snakemake, workdir
 
 FILM_FRAMES = 2 * 3600 * 24  # a 2-hour film at 24 fps
-
-
-def _workdir(name: str, size: int = common.SMALL_DA3_SIZE, **config) -> Path:
-    """A work folder in the workflow's layout with the cached smoke DA3 weights and export."""
-    common.ensure_models(da3=[("uint8", size)])
-    work = common.scratch(name)
-    (work / "videos").mkdir()
-    model = common.da3_model_path("uint8", size)
-    for src, dst in ((common.da3_weights(), work / "weights/DA3/Small/model.safetensors"),
-                     (model, work / "models/DA3" / model.name),
-                     (model.with_name(model.name + ".validation.json"),
-                      work / "models/DA3" / (model.name + ".validation.json"))):  # fmt: skip
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
-    weights_time = (work / "weights/DA3/Small/model.safetensors").stat().st_mtime
-    for path in (work / "models/DA3").iterdir():  # exports newer than their weights, as the rule leaves them
-        os.utime(path, (weights_time + 1, weights_time + 1))
-    base = {"library": {"folder": "videos"}, "da3": {"size": size, "batch": 4}, "runtime": {"providers": ["cpu"]}}
-    for section, values in config.items():
-        base.setdefault(section, {}).update(values)
-    (work / "bench.yaml").write_text(yaml.safe_dump(base))
-    return work
 
 
 def _du(folder: Path) -> int:
@@ -68,7 +44,7 @@ def _du(folder: Path) -> int:
 def p11(films: int = 100, repeats: int = 2) -> dict:
     common.say("P11: a 2-hour 64x36 film (generated once into the cache), 100 hard links, probed, then snakemake -n")
     film = common.clip("film_2h", width=64, height=36, frames=FILM_FRAMES, fps="24", audio=True)
-    work = _workdir("p11")
+    work = workdir("p11")
     for n in range(films):
         os.link(film, work / "videos" / f"film{n:03d}.mp4")
     probes = [f"work/film{n:03d}/probe.json" for n in range(films)]
@@ -102,7 +78,7 @@ def p11(films: int = 100, repeats: int = 2) -> dict:
 # --- P12 ----------------------------------------------------------------------------------------------------
 def p12(frames: int = 96) -> dict:
     common.say("P12: converting a 1280x720 clip at the default settings; work/ against results/")
-    work = _workdir("p12", size=common.DA3_SIZE)
+    work = workdir("p12", size=common.DA3_SIZE)
     shutil.copy2(common.clip("p12_720p", width=1280, height=720, frames=frames, fps="24", audio=True),
                  work / "videos/clip.mp4")  # fmt: skip
     _snakemake(work, "--cores", "2", timeout=1800, no_slurm=True)
@@ -260,7 +236,7 @@ STAGES = ("depth", "near_maps", "render")
 
 def p14(short: int = 48, long: int = 240) -> dict:
     common.say(f"P14: fixed cost per stage job, from jobs on clips of {short} and {long} frames")
-    work = _workdir("p14", report={"qc": False})
+    work = workdir("p14", report={"qc": False})
     for frames in (short, long):
         shutil.copy2(common.clip(f"p14_{frames}", width=320, height=180, frames=frames, fps="24"),
                      work / "videos" / f"clip{frames}.mp4")  # fmt: skip

@@ -230,11 +230,11 @@ def _job_stats(text: str) -> dict[str, int]:
     return stats
 
 
-def p8(videos: int = 100, frames: int = 16, size: int = common.SMALL_DA3_SIZE, repeats: int = 2) -> dict:
+def workdir(name: str, size: int = common.SMALL_DA3_SIZE, **config) -> Path:
+    """A work folder in the workflow's layout with the cached smoke DA3 weights and export."""
     common.ensure_models(da3=[("uint8", size)])
-    work = common.scratch("p8")
+    work = common.scratch(name)
     (work / "videos").mkdir()
-    # The workflow's own layout: the cached smoke weights and export, copied with their validation report.
     model = common.da3_model_path("uint8", size)
     for src, dst in ((common.da3_weights(), work / "weights/DA3/Small/model.safetensors"),
                      (model, work / "models/DA3" / model.name),
@@ -245,13 +245,15 @@ def p8(videos: int = 100, frames: int = 16, size: int = common.SMALL_DA3_SIZE, r
     weights_time = (work / "weights/DA3/Small/model.safetensors").stat().st_mtime
     for path in (work / "models/DA3").iterdir():  # exports newer than their weights, as the rule leaves them
         os.utime(path, (weights_time + 1, weights_time + 1))
-    config = {
-        "library": {"folder": "videos"},
-        "da3": {"size": size, "batch": 4},
-        "encode": {"preset": "ultrafast"},
-        "runtime": {"providers": ["cpu"]},
-    }
-    (work / "bench.yaml").write_text(yaml.safe_dump(config))
+    base = {"library": {"folder": "videos"}, "da3": {"size": size, "batch": 4}, "runtime": {"providers": ["cpu"]}}
+    for section, values in config.items():
+        base.setdefault(section, {}).update(values)
+    (work / "bench.yaml").write_text(yaml.safe_dump(base))
+    return work
+
+
+def p8(videos: int = 100, frames: int = 16, size: int = common.SMALL_DA3_SIZE, repeats: int = 2) -> dict:
+    work = workdir("p8", size, encode={"preset": "ultrafast"})
     first = "v000"
     shutil.copy2(common.clip(f"p8_{frames}", width=160, height=90, frames=frames, fps="24", audio=True),
                  work / "videos" / f"{first}.mp4")  # fmt: skip
