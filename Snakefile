@@ -34,7 +34,7 @@ rule all:
 # The ONNX exports the configuration asks for, with their validation reports.
 rule exports:
     input:
-        T.exports(),
+        get_exports,
 
 
 # Videos that could not be converted are rows of the report; say so at the end of the run too.

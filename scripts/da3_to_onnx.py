@@ -1,9 +1,10 @@
-"""Export DA3 Small/Base to fixed-size, depth-only ONNX (thin adapter over stereo3d.models.da3.export).
+"""Export DA3 Small/Base/Mono-Large to fixed-shape, depth-only ONNX (thin adapter over stereo3d.models.da3.export).
 
-Command line (the seed's options, names keep both contracts apart):
+Command line (the seed's options, names keep both contracts apart; --aspect makes an aspect tier's export):
     python scripts/da3_to_onnx.py --variant both --validate --fold-preprocess --size 518
-Snakemake (`script:`): input.weights; output.onnx, output.validation; params model (variant, size, contract),
-opset, validate, exporter; config export.fail_rel_mean_err; log[0].
+    python scripts/da3_to_onnx.py --variant small --fold-preprocess --size 518 --aspect 16:9   # 518x294
+Snakemake (`script:`): input.weights; output.onnx, output.validation; params model (variant, width, height,
+contract), opset, validate, exporter; config export.fail_rel_mean_err; log[0].
 """
 
 import argparse
@@ -22,17 +23,22 @@ def main(argv: list[str] | None = None) -> int:
         _use_vendor(args.vendor)
     from stereo3d.errors import StereoError
     from stereo3d.models.da3.export import da3_onnx_name, export_da3
+    from stereo3d.models.da3.tiers import parse_aspect, tier_shape
     from stereo3d.models.names import da3_weights_folder  # seed layout: <src-root>/{Small,Base}/model.safetensors
 
     contract = "uint8" if args.fold_preprocess else "float"
     variants = ["small", "base"] if args.variant == "both" else [args.variant]
     try:
+        shape = tier_shape(parse_aspect(args.aspect), args.size) if args.aspect else (args.size, args.size)
+    except ValueError as exc:
+        raise SystemExit(f"--aspect/--size: {exc}") from None
+    try:
         for variant in variants:
             export_da3(
                 weights=Path(args.src_root) / da3_weights_folder(variant) / "model.safetensors",
-                out_path=Path(args.out_dir) / da3_onnx_name(variant, args.size, contract),
+                out_path=Path(args.out_dir) / da3_onnx_name(variant, shape, contract),
                 variant=variant,
-                size=args.size,
+                size=shape,
                 contract=contract,
                 opset=args.opset,
                 device=args.device,
@@ -68,7 +74,7 @@ def _export_for_rule(smk) -> None:
         weights=smk.input.weights,
         out_path=out,
         variant=params.model["variant"],
-        size=int(params.model["size"]),
+        size=(int(params.model["width"]), int(params.model["height"])),
         contract=params.model["contract"],
         opset=int(params.get("opset", 18)),
         device=params.get("device", "cpu"),
@@ -81,11 +87,15 @@ def _export_for_rule(smk) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--variant", choices=["small", "base", "both"], default="small")
-    p.add_argument("--src-root", default="weights/DA3", help="folder holding Small/ and Base/ model.safetensors")
+    p.add_argument("--variant", choices=["small", "base", "mono_large", "both"], default="small",
+                   help="both = small and base")  # fmt: skip
+    p.add_argument("--src-root", default="weights/DA3",
+                   help="folder holding Small/, Base/ (and Mono-Large/) model.safetensors")  # fmt: skip
     p.add_argument("--vendor", help="DA3 source root containing depth_anything_3/ (default: installed package)")
     p.add_argument("--out-dir", default="models/DA3")
-    p.add_argument("--size", type=int, default=518, help="fixed square input side, a multiple of 14")
+    p.add_argument("--size", type=int, default=518, help="input side (the longest with --aspect), a multiple of 14")
+    p.add_argument("--aspect", help="an aspect tier WIDTH:HEIGHT (e.g. 16:9 gives 518x294 at --size 518); "
+                   "default: square")  # fmt: skip
     p.add_argument("--opset", type=int, default=18)
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N], used for tracing")
     p.add_argument(

@@ -14,7 +14,7 @@ def main():
         probe=probe,
         model=snakemake.input.model,
         out=snakemake.output.maps,
-        fit=parse_depth_key(snakemake.wildcards.dkey)["fit"],
+        placement=parse_depth_key(snakemake.wildcards.dkey)["placement"],
         # Batch and runtime are speed settings: read from config, not params, so they trigger no rerun.
         batch=snakemake.config["da3"]["batch"],
         options=session_options(

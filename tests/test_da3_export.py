@@ -1,4 +1,5 @@
-"""DA3 export: Small at side 140 with smoke weights, both contracts, shared across the tests below."""
+"""DA3 export: Small at side 140 with smoke weights, both contracts, shared across the tests below; every aspect
+tier (the workflow's exports of the session); Mono-Large with its sky output."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_export_extra
+from harness import export_cache
 
 from stereo3d.errors import BadConfig
 from stereo3d.models.da3.export import da3_onnx_name, export_da3, parse_da3_onnx_name
@@ -68,11 +70,16 @@ def _rel(a, b):
         (("small", 280, "float"), "da3_small_280.onnx"),
         (("small", 518, "uint8"), "da3_small_u8.onnx"),
         (("base", 280, "uint8"), "da3_base_280_u8.onnx"),
+        (("small", (518, 294), "uint8"), "da3_small_518x294_u8.onnx"),
+        (("base", (294, 518), "float"), "da3_base_294x518.onnx"),
+        (("mono_large", 518, "uint8"), "da3_mono_large_u8.onnx"),
+        (("mono_large", (140, 84), "float"), "da3_mono_large_140x84.onnx"),
     ],
 )
-def test_names_follow_the_seed_and_keep_contracts_apart(args, name):
+def test_names_follow_the_seed_keep_contracts_apart_and_carry_both_sides_of_a_tier(args, name):
     assert da3_onnx_name(*args) == name
-    assert parse_da3_onnx_name(name) == args
+    variant, size, contract = args
+    assert parse_da3_onnx_name(name) == (variant, size if isinstance(size, tuple) else (size, size), contract)
 
 
 def test_variants_and_contracts_are_the_workflow_names():
@@ -85,11 +92,22 @@ def test_variants_and_contracts_are_the_workflow_names():
 @pytest.mark.parametrize("size", [14, 140, 518, 1036])
 @pytest.mark.parametrize("contract", CONTRACTS)
 def test_name_round_trip(variant, size, contract):
-    assert parse_da3_onnx_name(da3_onnx_name(variant, size, contract)) == (variant, size, contract)
+    assert parse_da3_onnx_name(da3_onnx_name(variant, size, contract)) == (variant, (size, size), contract)
+    shape = (size, max(14, size // 2 // 14 * 14))
+    assert parse_da3_onnx_name(da3_onnx_name(variant, shape, contract)) == (variant, shape, contract)
 
 
 @pytest.mark.parametrize(
-    "name", ["da3_large.onnx", "da3_small_518.onnx", "da3_small_141.onnx", "nvds.onnx", "da3_small_u8_280.onnx"]
+    "name",
+    [
+        "da3_large.onnx",
+        "da3_small_518.onnx",
+        "da3_small_141.onnx",
+        "nvds.onnx",
+        "da3_small_u8_280.onnx",
+        "da3_small_140x140.onnx",  # a square is named by its side
+        "da3_small_518x300.onnx",  # 300 is not a multiple of 14
+    ],
 )
 def test_bad_names_are_rejected(name):
     with pytest.raises(BadConfig):
@@ -159,6 +177,7 @@ def test_metadata_states_the_contract(exported, contract, smoke_weights):
     meta = read_metadata(exported[contract][0])
     assert meta["stereo3d.model"] == "da3"
     assert (meta["stereo3d.variant"], meta["stereo3d.size"], meta["stereo3d.contract"]) == ("small", "140", contract)
+    assert (meta["stereo3d.width"], meta["stereo3d.height"], meta["stereo3d.outputs"]) == ("140", "140", "depth")
     assert (meta["stereo3d.input_name"], meta["stereo3d.output_name"]) == ("image", "depth")
     assert meta["stereo3d.input_layout"] == ("NCHW" if contract == "float" else "NHWC")
     assert json.loads(meta["stereo3d.norm_mean"]) == [0.485, 0.456, 0.406]
@@ -182,8 +201,11 @@ def test_validation_json_sits_beside_the_model(exported):
         "exporter",
         "variant",
         "size",
+        "width",
+        "height",
         "contract",
         "weights_sha256",
+        "positional_embedding",
         "export_seconds",
         "file_bytes",
     ):
@@ -276,8 +298,15 @@ def test_cli_maps_seed_options(recorded_exports, tmp_path):
         ("base", "Base/model.safetensors", "out/da3_base_280_u8.onnx"),
     ]
     assert {(c["contract"], c["validate"], c["fail_rel_mean_err"], c["size"]) for c in recorded_exports} == {
-        ("uint8", False, 1e-3, 280)
+        ("uint8", False, 1e-3, (280, 280))
     }
+
+
+def test_cli_exports_an_aspect_tier(recorded_exports, tmp_path):
+    argv = ["--src-root", str(tmp_path), "--out-dir", "out", "--aspect", "16:9", "--fold-preprocess"]
+    assert _load_script().main(argv) == 0
+    ((name, size),) = [(Path(c["out_path"]).name, c["size"]) for c in recorded_exports]
+    assert (name, size) == ("da3_small_518x294_u8.onnx", (518, 294))
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path, caplog):
@@ -308,12 +337,12 @@ def test_snakemake_adapter_passes_params(recorded_exports, tmp_path, restore_log
         def keys(self):
             return vars(self).keys()
 
-    onnx = tmp_path / "da3_small_140_u8.onnx"
+    onnx = tmp_path / "da3_small_140x84_u8.onnx"
     smk = SimpleNamespace(
         input=Named(weights="w/Small/model.safetensors"),
         output=Named(onnx=str(onnx), validation=str(onnx) + ".validation.json"),
         params=Named(
-            model={"variant": "small", "size": 140, "contract": "uint8"},
+            model={"variant": "small", "width": 140, "height": 84, "contract": "uint8"},
             opset=18,
             validate=True,
             exporter="dynamo",
@@ -328,7 +357,7 @@ def test_snakemake_adapter_passes_params(recorded_exports, tmp_path, restore_log
             weights="w/Small/model.safetensors",
             out_path=onnx,
             variant="small",
-            size=140,
+            size=(140, 84),
             contract="uint8",
             opset=18,
             device="cpu",
@@ -361,3 +390,84 @@ def test_mismatch_above_the_limit_leaves_no_model(exported, smoke_weights, tmp_p
     with pytest.raises(ExportMismatch, match="exceeds the limit 1e-12"):
         export_da3(smoke_weights, out, "small", size=SIZE, fail_rel_mean_err=1e-12)
     assert list(tmp_path.iterdir()) == []
+
+
+# -- aspect tiers ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tier_exports(tmp_path_factory):
+    """The session's exports of every default tier at longest side 140 (`snakemake exports`, validated)."""
+    _needs_export_stack()
+    return export_cache(tmp_path_factory) / "models/DA3"
+
+
+@pytest.mark.parametrize("tier", ["16:9", "4:3", "1:1", "2.39:1", "9:16"])
+def test_every_aspect_tier_exports_and_validates(tier_exports, tier):
+    import onnx
+
+    from stereo3d.models.da3.tiers import parse_aspect, tier_shape
+
+    width, height = tier_shape(parse_aspect(tier), SIZE)
+    path = tier_exports / da3_onnx_name("small", (width, height), "uint8")
+    report = json.loads(validation_path(path).read_text())
+    assert report["rel_mean_err"] <= 1e-5
+    assert report["batches"]["1"]["output_shape"] == [1, height, width]
+    assert (report["width"], report["height"], report["size"]) == (width, height, SIZE)
+    meta = read_metadata(path)
+    assert (meta["stereo3d.width"], meta["stereo3d.height"]) == (str(width), str(height))
+    # The positional embedding is a constant at this grid, and the 37x37 table it came from is not in the graph.
+    model = onnx.load(str(path), load_external_data=False)
+    (inp,) = model.graph.input
+    assert [d.dim_param or d.dim_value for d in inp.type.tensor_type.shape.dim] == ["batch", height, width, 3]
+    tables = {tuple(t.dims) for t in model.graph.initializer if len(t.dims) == 3 and t.dims[-1] == 384}
+    assert (1, 1 + (width // 14) * (height // 14), 384) in tables
+    assert (1, 1370, 384) not in tables
+    assert report["positional_embedding"] == {"folded": True, "patches": [height // 14, width // 14]}
+
+
+def test_folding_the_positions_changes_no_value_and_is_undone():
+    _needs_export_stack()
+    import torch
+
+    from stereo3d.models.da3.model import build_da3, depth_module, folded_positions
+
+    torch.manual_seed(0)
+    net = build_da3("small")
+    net.cam_enc = net.cam_dec = None
+    model = depth_module(net)
+    x = torch.from_numpy(normalise_image(np.random.default_rng(2).integers(0, 256, (1, 84, 140, 3), dtype=np.uint8)))
+    vit = net.backbone.pretrained
+    with torch.no_grad():
+        upstream = model(x)
+        with folded_positions(net, 140, 84):
+            folded = model(x)
+            with pytest.raises(ValueError, match="folded for 140x84"):
+                model(torch.zeros(1, 3, 140, 140))
+    assert torch.equal(upstream, folded)
+    assert "interpolate_pos_encoding" not in vars(vit) and "folded_pos_embed" not in dict(vit.named_buffers())
+
+
+# -- Mono-Large ----------------------------------------------------------------------------------------
+
+
+def test_mono_large_builds_and_exports_with_its_sky_output(tmp_path):
+    """ViT-L + DPT with a sky head, from smoke weights in the hub layout, at 140x84 (a minute on two cores)."""
+    _needs_export_stack()
+    from stereo3d.demo.smoke import write_smoke_weights
+    from stereo3d.models.da3.runtime import DepthModel, placement_for
+
+    weights = write_smoke_weights(tmp_path / "Mono-Large" / "model.safetensors", "mono_large")
+    path = tmp_path / da3_onnx_name("mono_large", (140, 84), "uint8")
+    report = export_da3(weights, path, "mono_large", size=(140, 84), contract="uint8", fail_rel_mean_err=1e-5)
+    weights.unlink()  # 1.3 GB
+    assert report["outputs"] == ["depth", "sky"] and report["rel_mean_err"] <= 1e-5
+    assert set(report["outputs_compared"]) == {"depth", "sky"}
+    meta = read_metadata(path)
+    assert (meta["stereo3d.variant"], meta["stereo3d.outputs"]) == ("mono_large", "depth,sky")
+    assert ">= 0.3" in meta["stereo3d.sky_semantics"]
+    model = DepthModel(_session(path), path)
+    assert model.has_sky and model.shape == (140, 84)
+    placement = placement_for(160, 90, model.shape, "letterbox")
+    depth = model.run(np.zeros((2, placement.height, placement.width, 3), np.uint8), placement)
+    assert depth.shape == (2, placement.height, placement.width)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from stereo3d.io.mapstore import MapWriter
-from stereo3d.models.da3.runtime import FITS
+from stereo3d.models.da3.tiers import DEFAULT_TIERS, FITS
 from stereo3d.models.names import DA3_CONTRACTS, DA3_VARIANTS, NVDS_GRAPHS, nvds_onnx_names
 from stereo3d.stabilisers import NearJob, Stabiliser, get_stabiliser, stabilisers
 from stereo3d.stereo.layouts import LAYOUTS, SIGNALS
@@ -43,6 +43,11 @@ def prop(dotted: str) -> dict:
 )
 def test_the_schema_enum_is_the_table(key, table):
     assert set(prop(key)["enum"]) == set(table())
+
+
+def test_the_default_aspect_tiers_are_the_table():
+    assert prop("da3.aspect_tiers")["default"] == list(DEFAULT_TIERS)
+    assert str(list(DEFAULT_TIERS)).replace("'", '"') in CONFIG_DOC
 
 
 def test_export_modes_and_extra_variants_follow_the_tables_too():

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from harness import export_cache
 
 from stereo3d.demo import samples
 from stereo3d.io.mapstore import MapReader
@@ -71,14 +72,8 @@ def scheduled(workdir: Path) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    """DA3 Small at side 140 exported once for the module, from smoke weights (deterministic bytes)."""
-    from stereo3d.demo.smoke import write_smoke_weights
-    from stereo3d.models.da3.export import export_da3
-
-    cache = tmp_path_factory.mktemp("models")
-    weights = write_smoke_weights(cache / "weights/DA3/Small/model.safetensors", "small", seed=0)
-    export_da3(weights, cache / "models/DA3/da3_small_140_u8.onnx", "small", 140, "uint8", validate=True)
-    return cache
+    """DA3 Small at longest side 140, every aspect tier, from smoke weights (the session's shared exports)."""
+    return export_cache(tmp_path_factory)
 
 
 def library(workdir: Path, models: Path, clips: dict[str, dict]) -> None:

@@ -44,11 +44,13 @@ def test_every_video_becomes_a_full_sbs_file_with_its_frames_and_audio(converted
         assert abs(result["duration_s"] - source["duration_s"]) <= frame + 1e-3
 
 
-def test_exports_and_their_validation_reports_are_built(converted):
+def test_exports_and_their_validation_reports_are_built_for_the_tiers_in_use(converted):
     workdir, _ = converted
-    onnx = workdir / "models/DA3/da3_small_140_u8.onnx"
-    assert onnx.is_file()
-    assert (workdir / "models/DA3/da3_small_140_u8.onnx.validation.json").is_file()
+    # 160x90 takes the 16:9 tier, 120x90 the 4:3 one; no other export is made
+    built = sorted(path.name for path in (workdir / "models/DA3").glob("*.onnx"))
+    assert built == ["da3_small_140x112_u8.onnx", "da3_small_140x84_u8.onnx"]
+    for name in built:
+        assert (workdir / "models/DA3" / f"{name}.validation.json").is_file()
 
 
 def test_a_rerun_schedules_nothing(converted):

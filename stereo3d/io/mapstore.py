@@ -11,6 +11,9 @@ A store is a Zarr v3 group (a folder) holding
   residuals are zigzag-mapped (small of either sign → small) and compressed by Blosc (zstd over bit planes);
 - ``ranges``: float64 [frames, 2], each frame's (lo, hi) in the transfer's domain;
 - optional per-frame series (float64 [frames]; the depth stage keeps each frame's picture change there);
+- optionally (``masked``) ``mask``: uint8 [frames, height, width], 1 where a map has no value (NaN: sky, for the
+  depth of a model with a sky head), chunked like the codes. Masked pixels are coded as the frame's farthest
+  value, so the predictor sees no edge there, and read back as NaN;
 - the group's attributes: ``format``, ``transfer``, ``bits``, ``chunk``, ``frames`` and the writer's ``attrs``.
 
 Any Zarr v3 reader opens it; :func:`decode` undoes the predictor and the quantisation.
@@ -58,6 +61,8 @@ _TINY = 1e-12  # depth is clamped here before the log; DA3 depth is positive
 # 518x291 frame (bench P7), so compression keeps up with the depth model on a GPU.
 _COMPRESSOR = {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 6, "shuffle": "bitshuffle",
                                                   "typesize": 2, "blocksize": 0}}  # fmt: skip
+_MASK_COMPRESSOR = {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 6, "shuffle": "bitshuffle",
+                                                       "typesize": 1, "blocksize": 0}}  # fmt: skip
 
 
 # zarr is imported where a store is opened: it takes ~0.3 s to import, and planning a run imports this module
@@ -96,7 +101,8 @@ class MapWriter:
     """
 
     def __init__(self, path: str | Path, transfer: str, attrs: dict | None = None, chunk: int = CHUNK_FRAMES,
-                 bits: int | None = None, series: Iterable[str] = (), resume: dict | None = None):  # fmt: skip
+                 bits: int | None = None, series: Iterable[str] = (), resume: dict | None = None,
+                 masked: bool = False):  # fmt: skip
         if transfer not in TRANSFERS:
             raise ValueError(f"unknown transfer {transfer!r}")
         self.path = Path(path)
@@ -107,6 +113,7 @@ class MapWriter:
         if not 1 <= self.bits <= MAX_BITS:
             raise ValueError(f"bits must be 1..{MAX_BITS}, not {self.bits}")
         self.series_names = tuple(series)
+        self.masked = bool(masked)
         self.identity = json.loads(json.dumps(resume, sort_keys=True)) if resume is not None else None
         self.count = 0  # frames appended (including those a resumed store already held)
         self.resumed = 0  # frames found written by an earlier attempt
@@ -136,7 +143,7 @@ class MapWriter:
 
     def _header(self, written: int) -> dict:
         return {"format": FORMAT, "transfer": self.transfer, "bits": self.bits, "chunk": self.chunk,
-                "identity": self.identity, "written": written, "complete": False}  # fmt: skip
+                "masked": self.masked, "identity": self.identity, "written": written, "complete": False}  # fmt: skip
 
     def _resumable(self):
         """The partial store of an earlier attempt of this very job, trimmed to its complete chunks; or None."""
@@ -155,7 +162,7 @@ class MapWriter:
         written = int(header["written"])
         if written and "codes" in group:
             self.shape = tuple(group["codes"].shape[1:])
-        for name in ("codes", "ranges", *self.series_names):
+        for name in ("codes", "ranges", "mask", *self.series_names):
             if name in group:
                 array = group[name]
                 array.resize((written, *array.shape[1:]))  # drop a chunk begun after the last recorded one
@@ -173,6 +180,8 @@ class MapWriter:
             raise ValueError(f"map size changed from {self.shape} to {maps.shape[1:]}")
         if set(series) != set(self.series_names):
             raise ValueError(f"series {sorted(series)} given, {sorted(self.series_names)} declared")
+        if not self.masked and np.isnan(maps).any():
+            raise ValueError("NaN in the maps of a store without a mask")
         if self._error is not None:
             raise self._error
         values = {name: np.broadcast_to(np.asarray(v, dtype=np.float64), (len(maps),)) for name, v in series.items()}
@@ -265,17 +274,25 @@ class MapWriter:
         group.create_array("codes", shape=(0, *shape), chunks=(self.chunk, *shape), dtype="uint16",
                            compressors=[_COMPRESSOR], fill_value=0)  # fmt: skip
         group.create_array("ranges", shape=(0, 2), chunks=(self.chunk, 2), dtype="float64", fill_value=0.0)
+        if self.masked:
+            group.create_array("mask", shape=(0, *shape), chunks=(self.chunk, *shape), dtype="uint8",
+                               compressors=[_MASK_COMPRESSOR], fill_value=0)  # fmt: skip
         for name in self.series_names:
             group.create_array(name, shape=(0,), chunks=(self.chunk,), dtype="float64", fill_value=np.nan)
 
     def _write(self, block: np.ndarray, series: dict[str, np.ndarray]) -> None:
         if "codes" not in self._group:
             self._create_arrays(block.shape[1:])
+        arrays = []
+        if self.masked:
+            mask = np.isnan(block)
+            block = fill_masked(block, mask, self.transfer)
+            arrays.append(("mask", mask.view(np.uint8)))
         codes, ranges = encode(block, self.transfer, self.bits)
         lo, hi = self._written, self._written + len(block)
         # The small arrays first, the codes last, then the count: a chunk is only counted once all of it is on
         # disk, and a chunk begun after the count is dropped by a resuming writer.
-        for name, data in [("ranges", ranges), *series.items(), ("codes", codes)]:
+        for name, data in [("ranges", ranges), *series.items(), *arrays, ("codes", codes)]:
             array = self._group[name]
             array.resize((hi, *array.shape[1:]))
             array[lo:hi] = data
@@ -305,8 +322,10 @@ class MapReader:
         self.chunk: int = self.meta["chunk"]
         try:
             self._codes, self._ranges = self._group["codes"], self._group["ranges"]
+            self._mask = self._group["mask"] if self.meta.get("masked") else None
         except KeyError as exc:
             raise BadMaps(self.path, f"incomplete map store (no {exc})") from exc
+        self.masked: bool = self._mask is not None
 
     def __enter__(self) -> MapReader:
         return self
@@ -360,9 +379,13 @@ class MapReader:
         lo, hi = index * self.chunk, min((index + 1) * self.chunk, self.frames)
         try:
             codes, ranges = self._codes[lo:hi], self._ranges[lo:hi]
+            mask = self._mask[lo:hi] if self._mask is not None else None
         except Exception as exc:  # a damaged chunk file
             raise BadMaps(self.path, f"frames {lo}..{hi - 1} unreadable ({exc})") from exc
-        return decode(codes, ranges, self.meta["transfer"], self.meta["bits"])
+        maps = decode(codes, ranges, self.meta["transfer"], self.meta["bits"])
+        if mask is not None:
+            maps[mask.view(bool)] = np.nan
+        return maps
 
 
 class MapSlice:
@@ -414,6 +437,20 @@ def decode(codes: np.ndarray, ranges: np.ndarray, transfer: str, bits: int) -> n
     values *= step
     values += lo
     return _inverse(values, transfer)
+
+
+def fill_masked(block: np.ndarray, mask: np.ndarray, transfer: str) -> np.ndarray:
+    """The maps with their masked (NaN) pixels set to each frame's farthest value (largest depth; smallest near
+    value), which the predictor codes almost for free; a frame masked everywhere gets 1."""
+    if not mask.any():
+        return block
+    far = np.nanmax if transfer in ("log", "inverse") else np.nanmin
+    filled = block.copy()
+    for index in np.flatnonzero(mask.any(axis=(1, 2))):
+        frame_mask = mask[index]
+        value = far(block[index]) if not frame_mask.all() else 1.0
+        filled[index][frame_mask] = value
+    return filled
 
 
 def _forward(block: np.ndarray, transfer: str) -> np.ndarray:

@@ -7,37 +7,60 @@ from __future__ import annotations
 import re
 
 DA3_DEFAULT_SIZE = 518
-DA3_VARIANTS = ("small", "base")
+DA3_VARIANTS = ("small", "base", "mono_large")
 DA3_CONTRACTS = ("float", "uint8")
-DA3_STEM = r"da3_(?:small|base)(?:_[0-9]+)?(?:_u8)?"  # wildcard constraint for the stem
-_DA3_STEM_RE = re.compile(r"da3_(small|base)(?:_([0-9]+))?(_u8)?")
+# The hub folders of the weights (DA3-SMALL, DA3-BASE, DA3MONO-LARGE in the hub layout the seed uses).
+_DA3_FOLDERS = {"small": "Small", "base": "Base", "mono_large": "Mono-Large"}
+DA3_STEM = r"da3_(?:small|base|mono_large)(?:_[0-9]+(?:x[0-9]+)?)?(?:_u8)?"  # wildcard constraint for the stem
+_DA3_STEM_RE = re.compile(r"da3_(small|base|mono_large)(?:_([0-9]+)(?:x([0-9]+))?)?(_u8)?")
 
 
-def da3_onnx_name(variant: str, size: int = DA3_DEFAULT_SIZE, contract: str = "float") -> str:
-    """``da3_small.onnx`` at 518, ``da3_small_280.onnx`` otherwise; the folded uint8 contract adds
+def da3_shape(size) -> tuple[int, int]:
+    """(width, height) of an export: ``size`` is a square side or a (width, height) pair."""
+    if isinstance(size, (tuple, list)):
+        width, height = (int(side) for side in size)
+        return width, height
+    return int(size), int(size)
+
+
+def da3_onnx_name(variant: str, size=DA3_DEFAULT_SIZE, contract: str = "float") -> str:
+    """``da3_small.onnx`` at 518x518, ``da3_small_280.onnx`` for another square side (the seed's names), and
+    ``da3_small_518x294.onnx`` for an aspect tier (``size`` as (width, height)); the folded uint8 contract adds
     ``_u8`` so both contracts can sit side by side (the seed overwrote one with the other)."""
     if variant not in DA3_VARIANTS:
         raise ValueError(f"unknown DA3 variant {variant!r} (valid: {', '.join(DA3_VARIANTS)})")
     if contract not in DA3_CONTRACTS:
         raise ValueError(f"unknown input contract {contract!r} (valid: {', '.join(DA3_CONTRACTS)})")
-    size_part = "" if int(size) == DA3_DEFAULT_SIZE else f"_{int(size)}"
+    width, height = da3_shape(size)
+    if width != height:
+        size_part = f"_{width}x{height}"
+    else:
+        size_part = "" if width == DA3_DEFAULT_SIZE else f"_{width}"
     contract_part = "_u8" if contract == "uint8" else ""
     return f"da3_{variant}{size_part}{contract_part}.onnx"
 
 
-def parse_da3_onnx_name(name: str) -> tuple[str, int, str]:
-    """Inverse of :func:`da3_onnx_name` (accepts the stem or the file name)."""
+def parse_da3_onnx_name(name: str) -> tuple[str, tuple[int, int], str]:
+    """Inverse of :func:`da3_onnx_name` (accepts the stem or the file name): ``(variant, (width, height),
+    contract)``."""
     stem = name[:-5] if name.endswith(".onnx") else name
     match = _DA3_STEM_RE.fullmatch(stem)
     if not match:
         raise ValueError(f"not a DA3 export name: {name!r}")
-    variant, size, u8 = match.groups()
-    return variant, int(size) if size else DA3_DEFAULT_SIZE, "uint8" if u8 else "float"
+    variant, width, height, u8 = match.groups()
+    width = int(width) if width else DA3_DEFAULT_SIZE
+    return variant, (width, int(height) if height else width), "uint8" if u8 else "float"
 
 
 def da3_weights_folder(variant: str) -> str:
-    """The weights layout of the seed: DA3/Small/model.safetensors, DA3/Base/model.safetensors."""
-    return variant.capitalize()
+    """The weights layout of the seed: DA3/Small/, DA3/Base/ (and DA3/Mono-Large/) holding model.safetensors."""
+    return _DA3_FOLDERS[variant]
+
+
+def da3_variant_of_folder(folder: str) -> str:
+    """Inverse of :func:`da3_weights_folder`."""
+    (variant,) = [variant for variant, name in _DA3_FOLDERS.items() if name == folder]
+    return variant
 
 
 # --- NVDS (the seed's names) ------------------------------------------------------------------------------------

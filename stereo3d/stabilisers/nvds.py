@@ -13,7 +13,7 @@ from stereo3d.io.decode import FrameReader
 from stereo3d.models.names import nvds_onnx_names
 from stereo3d.models.nvds.runtime import WINDOW_FRAMES, open_stabiliser
 from stereo3d.stabilisers.registry import NearJob, Stabiliser
-from stereo3d.stereo.near import near_from_depth
+from stereo3d.stereo.near import near_from_depth, sky_to_far
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,8 @@ def run(job: NearJob) -> None:
             # Causal: the window sees the raw inputs of the frames before the segment, never their output.
             stabiliser.prime((next(frames), near_from_depth(raw, low, high)) for raw in job.earlier(history))
         for raw, rgb in zip(job.depths, frames, strict=True):
-            job.write(stabiliser.step(rgb, near_from_depth(raw, low, high)))
+            # The network sees sky at the far plane in its input; its output is put back there exactly.
+            job.write(sky_to_far(stabiliser.step(rgb, near_from_depth(raw, low, high)), raw))
 
 
 def fit_inside(probe: dict, tier: tuple[int, int]) -> tuple[int, int]:

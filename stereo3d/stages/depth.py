@@ -1,9 +1,9 @@
 """The depth stage: decoded frames → DA3 on ONNX Runtime → raw depth maps, stored compressed.
 
-Frames come from ffmpeg already scaled to the content size of the export's square (letterbox) or
-to the square itself (resize), so no per-frame resize runs in Python. Batches use the model's
-dynamic axis; decoding runs in the reader's thread while ONNX Runtime (which releases the GIL)
-computes the previous batch.
+Frames come from ffmpeg already scaled to the content size inside the export's width x height (letterbox) or to
+that shape itself (resize), so no per-frame resize runs in Python. Batches use the model's dynamic axis; decoding
+runs in the reader's thread while ONNX Runtime (which releases the GIL) computes the previous batch. An export
+with a sky head marks sky pixels NaN (no finite depth); the store keeps them as its mask.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def estimate_depth(
     probe: dict,
     model: str | Path,
     out: str | Path,
-    fit: str = "letterbox",
+    placement: str = "letterbox",
     batch: int = 4,
     options: SessionOptions = SessionOptions(),
     start: int = 0,
@@ -44,27 +44,31 @@ def estimate_depth(
     session = open_session(model, options)
     contract = DepthModel(session, model)
     display = (probe["video"]["display_width"], probe["video"]["display_height"])
-    placement = placement_for(*display, contract.size, fit)
+    placed = placement_for(*display, contract.shape, placement)
     total = probe["video"]["frame_count"] - start if count is None else count
     attrs = {
         "video": Path(video).name,
         "start": start,
         "model": Path(model).name,
-        "fit": fit,
+        "fit": placement,
         "variant": contract.meta.get("variant"),
-        "size": contract.size,
+        "width": contract.shape[0],
+        "height": contract.shape[1],
         "contract": contract.input_contract,
-        "placement": [placement.x, placement.y, placement.width, placement.height],
+        "placement": [placed.x, placed.y, placed.width, placed.height],
+        "bars": round(placed.bars, 4),
+        "sky": contract.has_sky,
     }
-    identity = job_identity([video, model], start=start, count=total, fit=fit, batch=batch)
-    with MapWriter(out, "inverse", attrs=attrs, series=("changes",), resume=identity) as store:
+    identity = job_identity([video, model], start=start, count=total, fit=placement, batch=batch)
+    store = MapWriter(out, "inverse", attrs=attrs, series=("changes",), resume=identity, masked=contract.has_sky)
+    with store:
         done = store.resumed  # frames a killed attempt of this job already stored
         if done:
             log.info("%s: resuming depth at frame %d of %d", Path(video).name, start + done, start + total)
         progress = Progress(log, f"depth {Path(video).name}", total - done)
         first = start + done
         lead = 1 if first > 0 else 0  # the frame before, for the first picture change
-        size = (placement.width, placement.height)
+        size = (placed.width, placed.height)
         with FrameReader(video, probe, start=first - lead, count=total - done + lead, size=size) as frames:
             previous = None
             pending: list[np.ndarray] = []
@@ -77,11 +81,11 @@ def estimate_depth(
                 previous = thumb
                 # A batch never spans two chunks: batches are then the same in a resumed run.
                 if len(pending) == min(batch, store.chunk_left()):
-                    store.append(contract.run(np.stack(pending), placement), changes=changes)
+                    store.append(contract.run(np.stack(pending), placed), changes=changes)
                     progress.advance(len(pending))
                     pending, changes = [], []
             if pending:
-                store.append(contract.run(np.stack(pending), placement), changes=changes)
+                store.append(contract.run(np.stack(pending), placed), changes=changes)
                 progress.advance(len(pending))
     fps = progress.finish()
     return {"frames": progress.done, "fps": fps, "providers": session.get_providers()}

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from stereo3d.errors import BadConfig
+from stereo3d.models.da3.tiers import parse_aspect
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,14 @@ def check_semantics(config: dict, source: str | Path) -> None:
         if size % 14:
             suggestion = max(14, round(size / 14) * 14)
             raise BadConfig(source, f"{key}: {size} is not a multiple of 14 (DA3's patch size); try {suggestion}")
+    aspects = [(f"da3.aspect_tiers[{i}]", a) for i, a in enumerate(config["da3"]["aspect_tiers"])]
+    aspects += [(f"export.da3_extra[{i}].aspect", e["aspect"]) for i, e in enumerate(config["export"]["da3_extra"])
+                if "aspect" in e]  # fmt: skip
+    for key, aspect in aspects:
+        try:
+            parse_aspect(aspect)
+        except ValueError:
+            raise BadConfig(source, f"{key}: {aspect!r} is not an aspect ratio WIDTH:HEIGHT (e.g. 16:9)") from None
     tiers = [("stabilise.nvds_tier", config["stabilise"]["nvds_tier"])]
     tiers += [(f"export.nvds_tiers[{i}]", t) for i, t in enumerate(config["export"]["nvds_tiers"])]
     for key, tier in tiers:

@@ -13,29 +13,37 @@ import json
 import re
 from typing import Any
 
-from stereo3d.models.da3.runtime import FITS
+from stereo3d.models.da3.runtime import PLACEMENTS
+from stereo3d.models.da3.tiers import PLACEMENTS as FIT_PLACEMENTS
+from stereo3d.models.da3.tiers import export_shape
 from stereo3d.models.names import DA3_VARIANTS
 from stereo3d.stabilisers import get_stabiliser
 from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, get_layout
 
-DEPTH_KEY = re.compile(rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)_(float|u8)_({'|'.join(FITS)})")
+DEPTH_KEY = re.compile(rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)x([0-9]+)_(float|u8)_({'|'.join(PLACEMENTS)})")
 NEAR_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
 RENDER_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
 
 
-def depth_key(da3: dict) -> str:
-    """``da3_small_518_u8_letterbox``: variant, side, contract and fit (readable: the depth is the costly stage)."""
+def depth_key(da3: dict, display: tuple[int, int] | None = None) -> str:
+    """``da3_small_518x294_u8_letterbox``: variant, the export's width x height, contract and how the frame is
+    placed in it (readable: the depth is the costly stage). ``display`` is the video's display size, which picks
+    the aspect tier under ``fit: aspect``. The key names what the depth depends on, not the settings that chose
+    it: tiers that change no video's export, or fit aspect vs letterbox for a square video, move no depth."""
+    width, height = export_shape(da3, display)
     contract = "u8" if da3["contract"] == "uint8" else "float"
-    return f"da3_{da3['variant']}_{da3['size']}_{contract}_{da3['fit']}"
+    return f"da3_{da3['variant']}_{width}x{height}_{contract}_{FIT_PLACEMENTS[da3['fit']]}"
 
 
 def parse_depth_key(key: str) -> dict:
-    """Inverse of :func:`depth_key`: the ``da3`` settings a depth key names."""
+    """Inverse of :func:`depth_key`: the export (``variant``, ``shape`` as (width, height), ``contract``) and the
+    ``placement`` of the frame in it."""
     match = DEPTH_KEY.fullmatch(key)
     if not match:
         raise ValueError(f"not a depth key: {key!r}")
-    variant, size, contract, fit = match.groups()
-    return {"variant": variant, "size": int(size), "contract": "uint8" if contract == "u8" else "float", "fit": fit}
+    variant, width, height, contract, placement = match.groups()
+    contract = "uint8" if contract == "u8" else "float"
+    return {"variant": variant, "shape": (int(width), int(height)), "contract": contract, "placement": placement}
 
 
 def near_settings(sections: dict, config: dict) -> dict:

@@ -29,7 +29,7 @@ STAGE_FOLDERS = ("depth", "near", "render")
 class Pruned:
     removed: list[Path] = field(default_factory=list)
     freed_bytes: int = 0
-    unprobed: list[str] = field(default_factory=list)  # videos whose probe is missing: only other keys pruned
+    unprobed: list[str] = field(default_factory=list)  # videos whose probe is missing: little or nothing pruned
     strangers: list[Path] = field(default_factory=list)  # work folders of videos not in the library
 
 
@@ -53,10 +53,14 @@ def current_paths(paths: Paths, video: str, keys: dict[str, str], segments: list
 
 def prune(paths: Paths, videos: dict[str, dict], segment_frames: int) -> Pruned:
     """Remove what the current configuration does not read from the stage folders of ``videos`` (id → its
-    ``dkey``, ``nkey``, ``rkey`` and ``plan``: whether its stabiliser has a plan file)."""
+    ``dkey``, ``nkey``, ``rkey`` and ``plan``: whether its stabiliser has a plan file; None when its keys are not
+    known yet: its folders are left alone)."""
     pruned = Pruned()
     work = Path(paths.work)
     for video, wanted in sorted(videos.items()):
+        if wanted is None:  # its keys are not known before its probe: nothing of it is pruned
+            pruned.unprobed.append(video)
+            continue
         keys = {name: wanted[name] for name in ("dkey", "nkey", "rkey")}
         segments = _segments(Path(fill(paths.probe, video=video)), segment_frames)
         if segments is None:
@@ -109,7 +113,8 @@ def summary_lines(pruned: Pruned) -> list[str]:
              f"{pruned.freed_bytes / 1e9:.3f} GB freed"]  # fmt: skip
     lines += [f"  removed {path}" for path in pruned.removed]
     if pruned.unprobed:
-        lines.append(f"not probed yet (only other settings' folders pruned): {', '.join(pruned.unprobed)}")
+        lines.append(f"not probed yet (their folders pruned only where the settings alone say what is kept): "
+                     f"{', '.join(pruned.unprobed)}")  # fmt: skip
     if pruned.strangers:
         lines.append(f"left alone: {len(pruned.strangers)} work folders of videos not in the library "
                      "(delete them by hand if those videos are gone for good):")  # fmt: skip

@@ -1,13 +1,16 @@
 """What the workflow builds for each video of the library, and where: its settings, their cache keys, the models
-it needs and its finished files. Everything here is known when the Snakefile is parsed (no probe needed), so it
-is plain Python, tested without Snakemake; common.smk only adds what a checkpoint knows (the segments).
+it needs and its finished files. Plain Python, tested without Snakemake. Almost everything is known when the
+Snakefile is parsed; what a checkpoint knows is handed in by common.smk: the segments, and each video's display
+size (``display_of``), from which ``da3.fit: aspect`` picks the video's DA3 export.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
+from stereo3d.models.da3.tiers import export_shape, tier_shapes
 from stereo3d.models.names import da3_onnx_name, da3_weights_folder, nvds_onnx_names
 from stereo3d.models.validation import validation_path
 from stereo3d.stabilisers import Stabiliser, get_stabiliser
@@ -36,6 +39,8 @@ class Targets:
         self.fingerprints: dict[str, str] = {}
         self.links: dict[str, str] = {}
         self.failed: dict[str, dict] = {}
+        # video -> (display width, display height), from its probe; common.smk sets it (a checkpoint's output).
+        self.display_of: Callable[[str], tuple[int, int]] | None = None
 
     def link_sources(self) -> None:
         """Give each source its link and fingerprint under the work folder (stereo3d.workflow.sources), and leave
@@ -76,8 +81,19 @@ class Targets:
     def stabiliser(self, video: str) -> Stabiliser:
         return get_stabiliser(self.settings[video]["stabilise"]["method"])
 
-    def depth_key(self, video: str) -> str:
-        return keys.depth_key(self.settings[video]["da3"])
+    def needs_display(self, video: str) -> bool:
+        """Whether the video's DA3 export depends on its shape (``fit: aspect``), i.e. on its probe."""
+        return self.settings[video]["da3"]["fit"] == "aspect"
+
+    def display(self, video: str) -> tuple[int, int] | None:
+        if not self.needs_display(video):
+            return None
+        if self.display_of is None:
+            raise RuntimeError(f"{video}: its display size is needed (fit aspect) and no probe reader is set")
+        return self.display_of(video)
+
+    def depth_key(self, video: str, display: tuple[int, int] | None = None) -> str:
+        return keys.depth_key(self.settings[video]["da3"], display or self.display(video))
 
     def near_key(self, video: str) -> str:
         return keys.near_key(self.near_settings(video))
@@ -91,7 +107,7 @@ class Targets:
 
     def da3_model(self, video: str) -> str:
         s = self.settings[video]["da3"]
-        return self.da3_export(s["variant"], s["size"], s["contract"])
+        return self.da3_export(s["variant"], export_shape(s, self.display(video)), s["contract"])
 
     def near_models(self, video: str) -> list[str]:
         """The model files the video's stabiliser opens (none for most)."""
@@ -99,8 +115,9 @@ class Targets:
         return [self.paths.model(m) for m in method.models(self.near_settings(video))] if method.models else []
 
     # --- models -------------------------------------------------------------------------------------------------
-    def da3_export(self, variant: str, size: int, contract: str) -> str:
-        return fill(self.paths.da3_onnx, stem=da3_onnx_name(variant, int(size), contract).removesuffix(".onnx"))
+    def da3_export(self, variant: str, size, contract: str) -> str:
+        """The export's path; ``size`` is a square side or (width, height)."""
+        return fill(self.paths.da3_onnx, stem=da3_onnx_name(variant, size, contract).removesuffix(".onnx"))
 
     def da3_weights(self, variant: str) -> str:
         return fill(self.paths.da3_weights, folder=da3_weights_folder(variant))
@@ -121,16 +138,18 @@ class Targets:
         """The finished files of ``videos`` (default: every video to convert)."""
         return [self.result(video) for video in sorted(self.videos if videos is None else videos)]
 
-    def exports(self) -> list[str]:
-        """``snakemake exports``: every model the videos use and ``export.da3_extra`` (the configured DA3 model
-        when the library is empty), plus the configured NVDS tiers x modes when NVDS weights are there (or the
-        demo makes them)."""
+    def exports(self, videos=None) -> list[str]:
+        """``snakemake exports``: every model the videos use and ``export.da3_extra`` (the configured DA3 model at
+        each of its aspect tiers when the library is empty), plus the configured NVDS tiers x modes when NVDS
+        weights are there (or the demo makes them)."""
         export = self.config["export"]
-        extra = list(export["da3_extra"])
+        # An extra export is square unless it names an aspect (then it is that tier at its size).
+        extra = [{**e, "fit": "aspect", "aspect_tiers": [e["aspect"]]} if "aspect" in e else {**e, "fit": "letterbox"}
+                 for e in export["da3_extra"]]  # fmt: skip
         if not self.videos and not extra:
             extra.append(self.config["da3"])
-        models = self._models_in_use()
-        models |= {self.da3_export(e["variant"], e["size"], e["contract"]) for e in extra}
+        models = self._models_in_use(videos)
+        models |= {self.da3_export(e["variant"], shape, e["contract"]) for e in extra for shape in tier_shapes(e)}
         if self.demo or Path(self.paths.nvds_weights).is_file():
             names = {n for tier in export["nvds_tiers"] for g in export["nvds_modes"] for n in nvds_onnx_names(tier, g)}
             models |= {self.paths.model(f"NVDS/{name}") for name in names}

@@ -95,6 +95,15 @@ def probed(video):
     return _PROBED[path]
 
 
+def display(video):
+    """The video's display size (its probe's), which picks its DA3 export under fit aspect."""
+    shown = probed(video)["video"]
+    return shown["display_width"], shown["display_height"]
+
+
+T.display_of = display
+
+
 def converting():
     """The videos whose probe found them convertible: a failed one is a row of the report, not a blocker."""
     return [v for v in sorted(T.videos) if probe_failed(probed(v)) is None]
@@ -108,6 +117,17 @@ def failures():
         if reason is not None:
             found[video] = reason
     return dict(sorted(found.items()))
+
+
+def probed_on_disk(video):
+    """The video's display size from a probe already on disk (no probe job is scheduled), else None."""
+    path = Path(fill(P.probe, video=video))
+    if not path.is_file():
+        return None
+    summary = json.loads(path.read_text())
+    if probe_failed(summary) is not None:
+        return None
+    return summary["video"]["display_width"], summary["video"]["display_height"]
 
 
 def summarise_failures():

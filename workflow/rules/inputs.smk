@@ -13,6 +13,14 @@ def get_fingerprint(wildcards):
     return T.fingerprint(wildcards.video)
 
 
+def get_exports(wildcards):
+    return T.exports(converting())
+
+
+def get_qc_validations(wildcards):
+    return T.qc_validations(converting())
+
+
 def get_results(wildcards):
     return T.results(converting())
 
@@ -84,13 +92,13 @@ def get_segment_starts(wildcards):
 
 def get_da3_model(wildcards):
     s = keys.parse_depth_key(wildcards.dkey)
-    return T.da3_export(s["variant"], s["size"], s["contract"])
+    return T.da3_export(s["variant"], s["shape"], s["contract"])
 
 
 def get_da3_export(wildcards):
-    """The variant, size and contract a DA3 export's file name carries."""
-    variant, size, contract = parse_da3_onnx_name(wildcards.stem)
-    return {"variant": variant, "size": size, "contract": contract}
+    """The variant, width, height and contract a DA3 export's file name carries."""
+    variant, (width, height), contract = parse_da3_onnx_name(wildcards.stem)
+    return {"variant": variant, "width": width, "height": height, "contract": contract}
 
 
 def get_da3_export_weights(wildcards):
@@ -125,13 +133,18 @@ def get_demo_outputs(wildcards):
 
 
 def get_prune_videos(wildcards):
-    """Each video of the library with its current keys (what `prune` keeps)."""
-    return {
-        v: dict(
-            dkey=T.depth_key(v),
+    """Each video of the library with its current keys (what `prune` keeps). A video not probed yet whose depth
+    key needs its shape (fit aspect) gets none: prune then leaves its folders alone."""
+    videos = {}
+    for v in T.all_videos:
+        shown = probed_on_disk(v)
+        if T.needs_display(v) and shown is None:
+            videos[v] = None
+            continue
+        videos[v] = dict(
+            dkey=T.depth_key(v, shown),
             nkey=T.near_key(v),
             rkey=T.render_key(v),
             plan=T.stabiliser(v).plan is not None,
         )
-        for v in T.all_videos
-    }
+    return videos

@@ -53,7 +53,7 @@ rule qc_video:
 # The validation reports of every export the library uses, as one table.
 rule qc_exports:
     input:
-        validations=T.qc_validations(),
+        validations=get_qc_validations,
     output:
         table=report(
             fill(P.qc_library, name="exports.html"),

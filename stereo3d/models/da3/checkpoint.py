@@ -1,6 +1,7 @@
 """DA3 hub checkpoints (``model.safetensors``): a cheap header check for parse time, and strict loading with
 one-line errors for a missing or corrupt file, another model, the other variant, or missing/unexpected/mis-shaped
-keys. Key layout and the shared aux LayerNorm: specs/da3.md."""
+keys. Key layout and the shared aux LayerNorm: specs/da3.md. Mono-Large's file has the same layout (``model.`` +
+the net's keys) with a DPT head: no aux branch, so no alias keys, and a sky head."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ ALIAS_KEYS = {
 }
 WIDTH_KEY = "backbone.pretrained.patch_embed.proj.weight"
 WIDTH_NAMES = {384: "Small", 768: "Base", 1024: "Large", 1536: "Giant"}  # DINOv2 ViT-S/B/L/G widths
+VARIANT_WIDTHS = {"small": 384, "base": 768, "mono_large": 1024}
 SMOKE_KEY, SMOKE_VALUE = "stereo3d", "smoke"
 MAX_LISTED = 3  # offending keys named in a one-line error
 
@@ -99,7 +101,7 @@ def check_weights_header(path: str | Path, variant: str) -> dict[str, Any]:
             f"tensors (first: {_listed(sorted(header))})",
         )
     got = int(width_entry["shape"][0])
-    want = {"small": 384, "base": 768}[variant]
+    want = VARIANT_WIDTHS[variant]
     if got != want:
         raise BadWeights(
             path,

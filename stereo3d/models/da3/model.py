@@ -1,7 +1,9 @@
-"""DA3 Small/Base as a PyTorch module: built from the packaged config registry (no hub), wrapped depth-only for
-each input contract, and patched so that torch.export can trace its RoPE path.
+"""DA3 Small/Base and Mono-Large as PyTorch modules: built from the packaged config registry (no hub), wrapped
+depth-only for each input contract, and patched so that torch.export can trace their RoPE path and folds the
+positional embedding of a fixed input shape into a constant.
 
-Facts (the two export patches) come from specs/da3.md; the two input contracts from the DA3 seed.
+Facts (the two export patches) come from specs/da3.md; the two input contracts from the DA3 seed. Mono-Large is
+ViT-L with a DPT head that also predicts sky: its export has a second output, ``sky``.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import types
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,7 +19,8 @@ import numpy as np
 from stereo3d.errors import BadConfig
 from stereo3d.models import names
 
-VARIANTS = {"small": "da3-small", "base": "da3-base"}  # variant -> MODEL_REGISTRY key
+VARIANTS = {"small": "da3-small", "base": "da3-base", "mono_large": "da3mono-large"}  # variant -> MODEL_REGISTRY key
+LICENCES = {"small": "Apache-2.0", "base": "Apache-2.0", "mono_large": "Apache-2.0"}
 CONTRACTS = names.DA3_CONTRACTS  # ("float", "uint8"): ImageNet-normalised float32 NCHW | uint8 RGB NHWC
 DEFAULT_SIZE = names.DA3_DEFAULT_SIZE  # DA3's native 37x37 patch grid: the only size without a name suffix
 PATCH_SIZE = 14  # DINOv2 patch side; PatchEmbed asserts sides are multiples of it
@@ -31,6 +35,12 @@ def check_size(size: int) -> int:
             None, f"DA3 input side {size!r} must be a positive multiple of {PATCH_SIZE} (e.g. 140, 280, 518)"
         )
     return size
+
+
+def check_shape(size) -> tuple[int, int]:
+    """(width, height) of an export from a square side or a (width, height) pair, both sides checked."""
+    width, height = (size, size) if isinstance(size, int) else tuple(size)
+    return check_size(width), check_size(height)
 
 
 def build_da3(variant: str):
@@ -67,8 +77,44 @@ def export_patches() -> Iterator[None]:
         rope.PositionGetter.__call__, rope.RotaryPositionEmbedding2D.forward = saved
 
 
+@contextlib.contextmanager
+def folded_positions(net, width: int, height: int) -> Iterator[None]:
+    """Give the ViT its positional embedding for a ``width`` x ``height`` input as a constant buffer while
+    exporting, so the graph holds the interpolated table instead of interpolating the 37x37 one on every call.
+
+    The table is the upstream interpolation's own result, computed once here; the model is restored afterwards.
+    """
+    import torch
+
+    vit = net.backbone.pretrained
+    # Upstream names the input's (rows, columns) (w, h): `B, S, nc, w, h = x.shape` in prepare_tokens_with_masks.
+    rows, cols = height, width
+    tokens = torch.zeros(1, 1 + (rows // PATCH_SIZE) * (cols // PATCH_SIZE), vit.embed_dim)
+    with torch.no_grad():
+        table = vit.interpolate_pos_encoding(tokens, rows, cols).detach().clone()
+    vit.register_buffer("folded_pos_embed", table, persistent=False)
+
+    def fixed(self, x, w, h):
+        if (w, h) != (rows, cols):
+            raise ValueError(f"positional embedding folded for {cols}x{rows}, called for {h}x{w}")
+        return self.folded_pos_embed
+
+    vit.interpolate_pos_encoding = types.MethodType(fixed, vit)
+    try:
+        yield
+    finally:
+        del vit.interpolate_pos_encoding  # the instance attribute: the class method shows through again
+        del vit._buffers["folded_pos_embed"]
+
+
+def has_sky_head(net) -> bool:
+    """Whether the net's head predicts sky (Mono-Large's DPT; Small/Base's DualDPT does not)."""
+    return bool(getattr(net.head, "use_sky_head", False)) and type(net.head).__name__ == "DPT"
+
+
 def depth_module(net, contract: str = "float"):
-    """The depth-only wrapper for one contract (``net``'s camera modules should be None)."""
+    """The depth-only wrapper for one contract (``net``'s camera modules should be None); a net with a sky head
+    gives ``(depth, sky)``."""
     check_choice("contract", contract, CONTRACTS)
     return _wrappers()[contract](net).eval()
 
@@ -92,8 +138,11 @@ def _wrappers() -> dict[str, type]:
         def __init__(self, net):
             super().__init__()
             self.net = net
+            self.sky = has_sky_head(net)
 
         def forward(self, image):
+            if self.sky:
+                return self._depth_and_sky(image)
             # One view: ref_view_strategy only acts from 3 views on; "middle" is the seed's choice.
             out = self.net(
                 image[:, None],
@@ -105,6 +154,14 @@ def _wrappers() -> dict[str, type]:
                 ref_view_strategy="middle",
             )
             return out["depth"][:, 0]
+
+        def _depth_and_sky(self, image):
+            """The backbone and head alone: the net's forward would then overwrite sky depth with a quantile of
+            randomly sampled pixels (data-dependent, not exportable); the runtime applies the sky instead."""
+            views = image[:, None]
+            feats, _ = self.net.backbone(views, cam_token=None, export_feat_layers=[], ref_view_strategy="middle")
+            out = self.net._process_depth_head(feats, image.shape[-2], image.shape[-1])
+            return out["depth"][:, 0], out["sky"][:, 0]
 
     class Uint8Depth(FloatDepth):
         """`image` uint8 [B,S,S,3] RGB 0..255 -> `depth` [B,S,S]; normalisation folded into the graph."""

@@ -1,8 +1,12 @@
-"""DA3 at run time (numpy + ONNX Runtime, no torch): frames to the fixed square side of an export, the session
+"""DA3 at run time (numpy + ONNX Runtime, no torch): frames to the fixed width x height of an export, the session
 with the contract its exporter stored, and the model's output back to the frame.
 
-Two fits: ``letterbox`` keeps the aspect ratio (content scaled to fit, bars around it, cropped
-back out of the depth); ``resize`` stretches the frame to the square (no bars, distorted shapes).
+Two placements: ``letterbox`` keeps the aspect ratio (content scaled to fit, bars around it, cropped back out of
+the depth); ``resize`` stretches the frame to the export's shape (no bars, distorted shapes). Which export a video
+uses (an aspect tier, or the square) is ``stereo3d.models.da3.tiers``' choice.
+
+An export with a sky head (Mono-Large) has a second output, ``sky``; pixels it marks as sky come back as NaN
+depth: no finite distance (the map store keeps them as a mask, and near maps put them on the far plane).
 """
 
 from __future__ import annotations
@@ -24,44 +28,54 @@ IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 # Letterbox bars take the mean colour, which normalises to zero: the bars carry no signal.
 BAR_RGB = np.round(IMAGENET_MEAN * 255).astype(np.uint8)
 
-FITS = ("letterbox", "resize")
+PLACEMENTS = ("letterbox", "resize")
+# DA3's own threshold on its sky head (depth_anything_3.utils.alignment.compute_sky_mask: sky where >= 0.3).
+SKY_THRESHOLD = 0.3
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the frame's content sits inside the ``side`` x ``side`` model input."""
+    """Where the frame's content sits inside the ``canvas_width`` x ``canvas_height`` model input."""
 
-    side: int
+    canvas_width: int
+    canvas_height: int
     x: int
     y: int
     width: int
     height: int
 
     def crop(self, maps: np.ndarray) -> np.ndarray:
-        """Cut the content region out of model outputs shaped [..., side, side]."""
+        """Cut the content region out of model outputs shaped [..., canvas_height, canvas_width]."""
         return maps[..., self.y : self.y + self.height, self.x : self.x + self.width]
 
+    @property
+    def bars(self) -> float:
+        """The share of the model's input that is bars (paid for, and no content)."""
+        return 1 - (self.width * self.height) / (self.canvas_width * self.canvas_height)
 
-def placement_for(frame_width: int, frame_height: int, side: int, fit: str) -> Placement:
-    """The content rectangle for a frame of the given size (same for every frame of a video)."""
-    if fit == "resize":
-        return Placement(side, 0, 0, side, side)
-    if fit != "letterbox":
-        raise ValueError(f"unknown fit {fit!r} (valid: {', '.join(FITS)})")
-    scale = side / max(frame_width, frame_height)
-    width = max(1, min(side, round(frame_width * scale)))
-    height = max(1, min(side, round(frame_height * scale)))
-    return Placement(side, (side - width) // 2, (side - height) // 2, width, height)
+
+def placement_for(frame_width: int, frame_height: int, shape: tuple[int, int], placement: str) -> Placement:
+    """The content rectangle for a frame of the given size in an export of ``shape`` (width, height): the same
+    for every frame of a video."""
+    canvas_w, canvas_h = shape
+    if placement == "resize":
+        return Placement(canvas_w, canvas_h, 0, 0, canvas_w, canvas_h)
+    if placement != "letterbox":
+        raise ValueError(f"unknown placement {placement!r} (valid: {', '.join(PLACEMENTS)})")
+    scale = min(canvas_w / frame_width, canvas_h / frame_height)
+    width = max(1, min(canvas_w, round(frame_width * scale)))
+    height = max(1, min(canvas_h, round(frame_height * scale)))
+    return Placement(canvas_w, canvas_h, (canvas_w - width) // 2, (canvas_h - height) // 2, width, height)
 
 
 def place(frames: np.ndarray, placement: Placement) -> np.ndarray:
-    """Put content-sized RGB frames [B, h, w, 3] (already scaled) into square uint8 canvases."""
+    """Put content-sized RGB frames [B, h, w, 3] (already scaled) into uint8 canvases of the export's shape."""
     batch = frames.shape[0]
     if frames.shape[1:3] != (placement.height, placement.width):
         raise ValueError(f"frames are {frames.shape[1:3]}, placement expects {(placement.height, placement.width)}")
-    if placement.width == placement.side and placement.height == placement.side:
+    if placement.width == placement.canvas_width and placement.height == placement.canvas_height:
         return np.ascontiguousarray(frames)
-    canvas = np.empty((batch, placement.side, placement.side, 3), dtype=np.uint8)
+    canvas = np.empty((batch, placement.canvas_height, placement.canvas_width, 3), dtype=np.uint8)
     canvas[:] = BAR_RGB
     canvas[:, placement.y : placement.y + placement.height, placement.x : placement.x + placement.width] = frames
     return canvas
@@ -93,10 +107,15 @@ class DepthModel:
         if self.meta.get("contract", self.input_contract) != self.input_contract:
             raise BadModel(path, f"metadata says contract {self.meta['contract']} but the input is {dtype}")
         shape = inputs[0].shape
-        side = shape[1] if self.input_contract == "uint8" else shape[2]
-        if not isinstance(side, int):
-            raise BadModel(path, f"input side is not fixed ({shape})")
-        self.size = side
+        height, width = shape[1:3] if self.input_contract == "uint8" else shape[2:4]
+        if not isinstance(width, int) or not isinstance(height, int):
+            raise BadModel(path, f"input shape is not fixed ({shape})")
+        self.shape = (width, height)
+        outputs = [output.name for output in session.get_outputs()]
+        if outputs[:1] != ["depth"] or not set(outputs) <= {"depth", "sky"}:
+            raise BadModel(path, f"not a DA3 depth export (outputs {outputs}; expected depth, and sky if any)")
+        self.outputs = outputs
+        self.has_sky = "sky" in outputs
         if self.meta.get("weights") == "smoke":
             log.warning(
                 "%s was exported from SMOKE weights (random): its depth is meaningless. "
@@ -105,7 +124,11 @@ class DepthModel:
             )
 
     def run(self, frames: np.ndarray, placement) -> np.ndarray:
-        """Content-sized RGB frames [B, h, w, 3] → raw depth at content size [B, h, w]."""
+        """Content-sized RGB frames [B, h, w, 3] → raw depth at content size [B, h, w] (NaN where the model's sky
+        head, if it has one, sees sky)."""
         feed = to_model_input(place(frames, placement), self.input_contract)
-        (depth,) = self.session.run(["depth"], {self.input_name: feed})
-        return np.ascontiguousarray(placement.crop(depth))
+        results = self.session.run(self.outputs, {self.input_name: feed})
+        depth = np.array(placement.crop(results[0]), dtype=np.float32)
+        if self.has_sky:
+            depth[placement.crop(results[1]) >= SKY_THRESHOLD] = np.nan
+        return depth
