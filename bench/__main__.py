@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench import common
 
-FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P10", "P11", "P12", "P13", "P14")
+FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P10", "P11", "P12", "P13", "P14", "P15")
 NAMES = {
     "P1": "depth stage fps / bare session.run fps",
     "P2": "depth stage fps / seed per-frame loop fps",
@@ -36,6 +36,7 @@ NAMES = {
     "P12": "work/ bytes / results/ bytes, converted clip",
     "P13": "frames of finished work lost per kill (worst)",
     "P14": "fixed cost / stage job wall time (2-hour film)",
+    "P15": "DA3 fps at the 16:9 tier / at the square (518)",
 }
 
 
@@ -57,15 +58,15 @@ def main() -> None:
     # Every export the chosen figures need, side by side, before anything is timed.
     da3, nvds = set(), {}
     if {"P1", "P2"} & set(wanted):
-        da3 |= {("uint8", common.DA3_SIZE), ("float", common.DA3_SIZE)}
+        da3 |= {("uint8", common.DA3_SIZE), ("float", common.DA3_SIZE), ("uint8", common.da3_tier(common.DA3_SIZE))}
     if {"P5", "P12"} & set(wanted):
         da3.add(("uint8", common.DA3_SIZE))
         nvds.setdefault(common.NVDS_TIER, set()).add("split")
     if "P3" in wanted:
         nvds.setdefault(common.NVDS_TIER, set()).update({"split", "monolith"})
     if {"P6", "P8", "P11", "P13", "P14"} & set(wanted):
-        da3.add(("uint8", common.SMALL_DA3_SIZE))
-    common.ensure_models(da3=sorted(da3), nvds=[(tier, tuple(sorted(modes))) for tier, modes in nvds.items()])
+        da3 |= {("uint8", common.SMALL_DA3_SIZE), ("uint8", common.da3_tier(common.SMALL_DA3_SIZE))}
+    common.ensure_models(da3=sorted(da3, key=str), nvds=[(tier, tuple(sorted(modes))) for tier, modes in nvds.items()])
 
     results: dict = {}
     timings: dict[str, float] = {}
@@ -114,6 +115,10 @@ def main() -> None:
         from bench import decode
 
         results.update(measure(("P10",), decode.figure))
+    if "P15" in wanted:
+        from bench import tiers
+
+        results.update(measure(("P15",), tiers.run))
     for name in ("P11", "P12", "P13", "P14"):
         if name in wanted:
             from bench import library

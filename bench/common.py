@@ -46,10 +46,18 @@ def nvds_weights() -> Path:
     return CACHE / "weights" / NVDS_WEIGHTS
 
 
-def da3_model_path(contract: str, size: int = DA3_SIZE) -> Path:
+def da3_model_path(contract: str, size=DA3_SIZE) -> Path:
+    """The cached export of the bench's variant; ``size`` a square side or (width, height)."""
     from stereo3d.models.names import da3_onnx_name
 
     return CACHE / "models" / "DA3" / da3_onnx_name(DA3_VARIANT, size, contract)
+
+
+def da3_tier(size: int = DA3_SIZE, aspect: str = "16:9") -> tuple[int, int]:
+    """(width, height) of the aspect tier's export with ``size`` as its longest side (what fit aspect picks)."""
+    from stereo3d.models.da3.tiers import parse_aspect, tier_shape
+
+    return tier_shape(parse_aspect(aspect), size)
 
 
 def near_settings(method: str, **stabilise) -> dict:
@@ -84,12 +92,16 @@ def _complete(path: Path) -> bool:
     return path.is_file() and path.with_name(path.name + ".validation.json").is_file()
 
 
-def ensure_models(da3: list[tuple[str, int]] = (), nvds: list[tuple[tuple[int, int], tuple[str, ...]]] = ()) -> None:
-    """Export what is missing of the DA3 ``(contract, size)`` and NVDS ``(tier, modes)`` models, in parallel."""
+def ensure_models(da3: list[tuple[str, object]] = (), nvds: list[tuple[tuple[int, int], tuple[str, ...]]] = ()) -> None:
+    """Export what is missing of the DA3 ``(contract, size)`` (a square side or (width, height)) and NVDS
+    ``(tier, modes)`` models, in parallel."""
+    from stereo3d.models.names import da3_shape
+
     jobs = []
     for contract, size in da3:
         if not _complete(da3_model_path(contract, size)):
-            jobs.append(["da3", contract, str(size)])
+            width, height = da3_shape(size)
+            jobs.append(["da3", contract, f"{width}x{height}"])
     for tier, modes in nvds:
         if not all(_complete(p) for p in nvds_paths(tier, modes)):
             jobs.append(["nvds", f"{tier[0]}x{tier[1]}", ",".join(modes)])
@@ -134,8 +146,8 @@ def _export_main(args: list[str]) -> None:
     elif kind == "da3":
         from stereo3d.models.da3.export import export_da3
 
-        contract, size = args[1], int(args[2])
-        export_da3(da3_weights(), da3_model_path(contract, size), DA3_VARIANT, size, contract, validate=False)
+        contract, shape = args[1], tuple(int(v) for v in args[2].split("x"))
+        export_da3(da3_weights(), da3_model_path(contract, shape), DA3_VARIANT, shape, contract, validate=False)
     elif kind == "nvds":
         from stereo3d.models.nvds.export import export_nvds
 

@@ -231,15 +231,18 @@ def _job_stats(text: str) -> dict[str, int]:
 
 
 def workdir(name: str, size: int = common.SMALL_DA3_SIZE, **config) -> Path:
-    """A work folder in the workflow's layout with the cached smoke DA3 weights and export."""
-    common.ensure_models(da3=[("uint8", size)])
+    """A work folder in the workflow's layout with the cached smoke DA3 weights and exports: the square and the
+    16:9 tier (every bench clip is 16:9 or square)."""
+    shapes = [size, common.da3_tier(size)]
+    common.ensure_models(da3=[("uint8", shape) for shape in shapes])
     work = common.scratch(name)
     (work / "videos").mkdir()
-    model = common.da3_model_path("uint8", size)
-    for src, dst in ((common.da3_weights(), work / "weights/DA3/Small/model.safetensors"),
-                     (model, work / "models/DA3" / model.name),
-                     (model.with_name(model.name + ".validation.json"),
-                      work / "models/DA3" / (model.name + ".validation.json"))):  # fmt: skip
+    copies = [(common.da3_weights(), work / "weights/DA3/Small/model.safetensors")]
+    for model in (common.da3_model_path("uint8", shape) for shape in shapes):
+        copies += [(model, work / "models/DA3" / model.name),
+                   (model.with_name(model.name + ".validation.json"),
+                    work / "models/DA3" / (model.name + ".validation.json"))]  # fmt: skip
+    for src, dst in copies:
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
     weights_time = (work / "weights/DA3/Small/model.safetensors").stat().st_mtime

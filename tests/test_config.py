@@ -67,3 +67,20 @@ def test_segments_are_whole_pieces_so_the_result_does_not_depend_on_them():
     assert config["segments"]["frames"] == 1000
     config, _ = validate_config({}, SCHEMA)
     assert config["segments"]["frames"] == 0 and config["encode"]["piece_frames"] == 64  # one job per video
+
+
+def test_aspect_tiers_written_without_quotes_get_a_hint():
+    config = yaml.safe_load("da3: {aspect_tiers: [16:9, 4:3]}")  # YAML 1.1: base-60 numbers 969 and 243
+    with pytest.raises(BadConfig, match=r"da3.aspect_tiers.0: 969 is not an aspect ratio; write it in quotes"):
+        validate_config(config, SCHEMA)
+
+
+@pytest.mark.parametrize("tiers", [["0:9"], ["16:0"]])
+def test_an_aspect_tier_of_zero_is_refused(tiers):
+    with pytest.raises(BadConfig, match="is not an aspect ratio WIDTH:HEIGHT"):
+        validate_config({"da3": {"aspect_tiers": tiers}}, SCHEMA)
+
+
+def test_an_empty_tier_list_is_refused():
+    with pytest.raises(BadConfig, match="aspect_tiers"):
+        validate_config({"da3": {"aspect_tiers": []}}, SCHEMA)

@@ -135,3 +135,59 @@ def test_base_weights_into_small_say_so(small_net, tmp_path):
     with pytest.raises(BadWeights) as excinfo:
         load_da3_weights(small_net, base)
     _one_line_error(excinfo, "DA3 Base weights", "model is DA3 Small", "wrong variant")
+
+
+# -- Mono-Large: the same one-line errors, on files of its key layout with tiny tensors (the checks that fail
+#    come before any shape is compared, so the 1.3 GB of real tensors are not needed) -------------------------
+
+
+@pytest.fixture(scope="module")
+def mono_net():
+    return build_da3("mono_large")
+
+
+@pytest.fixture(scope="module")
+def mono_tiny(mono_net):
+    """Every key of a Mono-Large hub file, each a tiny tensor (the ViT width tensor keeps its 1024 rows)."""
+    tensors = {f"model.{k}": torch.zeros(1) for k in mono_net.state_dict()}
+    tensors["model.backbone.pretrained.patch_embed.proj.weight"] = torch.zeros(1024, 1, 1, 1)
+    return tensors
+
+
+def test_mono_large_has_a_dpt_head_with_sky_and_no_aux_aliases(mono_net):
+    from stereo3d.models.da3.model import has_sky_head
+
+    keys = set(mono_net.state_dict())
+    assert has_sky_head(mono_net) and not has_sky_head(build_da3("small"))
+    assert any(k.startswith("head.scratch.sky_output_conv2.") for k in keys)
+    assert not set(ALIAS_KEYS) & keys and not any(k.startswith(("cam_enc.", "cam_dec.")) for k in keys)
+
+
+def test_mono_large_missing_unexpected_and_misshaped_keys_are_named(mono_net, mono_tiny, tmp_path):
+    missing = {k: v for k, v in mono_tiny.items() if k != "model.head.scratch.sky_output_conv2.0.weight"}
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(mono_net, _write(tmp_path / "missing.safetensors", missing))
+    _one_line_error(excinfo, "1 missing keys (head.scratch.sky_output_conv2.0.weight)")
+    extra = dict(mono_tiny, **{"model.head.extra.weight": torch.zeros(1)})
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(mono_net, _write(tmp_path / "extra.safetensors", extra))
+    _one_line_error(excinfo, "1 unexpected keys (head.extra.weight)")
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(mono_net, _write(tmp_path / "shapes.safetensors", mono_tiny))
+    _one_line_error(excinfo, "tensors have the wrong shape", "file [1] vs model")
+
+
+def test_small_weights_into_mono_large_say_so(mono_net, small_file):
+    with pytest.raises(BadWeights) as excinfo:
+        load_da3_weights(mono_net, small_file)
+    _one_line_error(excinfo, "DA3 Small weights", "model is DA3 Large", "wrong variant")
+
+
+def test_the_header_check_knows_mono_large(small_file, tmp_path, mono_tiny):
+    from stereo3d.models.da3.checkpoint import check_weights_header
+
+    path = _write(tmp_path / "mono.safetensors", mono_tiny)
+    check_weights_header(path, "mono_large")
+    with pytest.raises(BadWeights) as excinfo:
+        check_weights_header(small_file, "mono_large")
+    _one_line_error(excinfo, "DA3 Small weights", "wrong variant")

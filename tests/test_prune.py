@@ -46,3 +46,18 @@ def test_prune_keeps_the_current_settings_and_drops_the_rest(tmp_path_factory):
     dry = snakemake(workdir, "-n").stdout
     assert "Nothing to be done" in dry or "nothing to be done" in dry.lower()
     assert (workdir / "results/clip/clip_LRF_Full_SBS.mp4").read_bytes() == result
+
+
+def test_a_video_whose_keys_need_its_probe_is_left_alone_until_probed(tmp_path):
+    """Under fit aspect the depth key names the video's export, known from its probe: with no probe on disk,
+    prune cannot tell current from old, so nothing of that video goes."""
+    from stereo3d.workflow.paths import Paths
+    from stereo3d.workflow.prune import prune, summary_lines
+
+    old = tmp_path / "work/clip/depth/da3_small_140x84_u8_letterbox/00000000-00000020.zarr"
+    old.mkdir(parents=True)
+    paths = Paths({"weights": "w", "models": "m", "work": str(tmp_path / "work"), "results": "r", "logs": "l",
+                   "benchmarks": "b"})  # fmt: skip
+    pruned = prune(paths, {"clip": None}, 0)
+    assert old.is_dir() and pruned.removed == [] and pruned.unprobed == ["clip"]
+    assert any("not probed yet" in line and "clip" in line for line in summary_lines(pruned))

@@ -91,7 +91,8 @@ def test_a_failed_file_is_not_tried_again_until_it_changes(library):
     assert scheduled(workdir) == {}
     put_clip(workdir / "videos", "replacement.mp4")
     os.replace(workdir / "videos/replacement.mp4", workdir / "videos/empty.mp4")
-    assert scheduled(workdir) == {"probe": 1, "qc_library": 1}  # the rest follows once it is probed
+    # The rest follows once it is probed (the exports table too: which export a video uses depends on its shape).
+    assert scheduled(workdir) == {"probe": 1, "qc_exports": 1, "qc_library": 1}
     snakemake(workdir)
     assert result_of(workdir, "empty.mp4").is_file()
     assert not (workdir / "work/empty/failed.json").exists()
@@ -112,7 +113,7 @@ def test_a_moved_renamed_or_copied_library_recomputes_nothing(library):
     first = workdir / "Copied" / NAMES[0]
     with first.open("ab") as fh:
         fh.write(b"\0" * 16)
-    assert scheduled(workdir) == {"probe": 1, "qc_library": 1}
+    assert scheduled(workdir) == {"probe": 1, "qc_exports": 1, "qc_library": 1}
 
 
 def styled_source(make_clip, tmp_path: Path) -> Path:

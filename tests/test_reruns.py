@@ -48,7 +48,9 @@ EMA_LIBRARY = {
     "da3.variant": ("base", EXPORT),
     "da3.size": (112, EXPORT),
     "da3.contract": ("float", EXPORT),
-    "da3.fit": ("resize", DEPTH),
+    # the square export is the session's 1:1 tier: no new export, but the table of exports in use changes
+    "da3.fit": ("resize", DEPTH | {"qc_exports"}),
+    "da3.aspect_tiers": (["2:1", "1:1"], EXPORT),  # the 16:9 clip now takes 2:1 (140x70), a new export
     "da3.batch": (3, NOTHING),  # speed only
     "export.da3_opset": (17, EXPORT),
     "export.da3_exporter": ("legacy", EXPORT),

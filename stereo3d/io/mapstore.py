@@ -160,7 +160,9 @@ class MapWriter:
         if any(header.get(key) != value for key, value in expected.items()):
             return None  # another job's, or another format's: not ours to continue
         written = int(header["written"])
-        if written and "codes" in group:
+        if not written:
+            return None  # nothing to continue, and a kill may have left its arrays half created: start again
+        if "codes" in group:
             self.shape = tuple(group["codes"].shape[1:])
         for name in ("codes", "ranges", "mask", *self.series_names):
             if name in group:
@@ -270,15 +272,16 @@ class MapWriter:
                 self._queue.task_done()
 
     def _create_arrays(self, shape: tuple[int, int]) -> None:
+        """Every array of the store, ``codes`` last: its presence says they all exist."""
         group = self._group
-        group.create_array("codes", shape=(0, *shape), chunks=(self.chunk, *shape), dtype="uint16",
-                           compressors=[_COMPRESSOR], fill_value=0)  # fmt: skip
         group.create_array("ranges", shape=(0, 2), chunks=(self.chunk, 2), dtype="float64", fill_value=0.0)
         if self.masked:
             group.create_array("mask", shape=(0, *shape), chunks=(self.chunk, *shape), dtype="uint8",
                                compressors=[_MASK_COMPRESSOR], fill_value=0)  # fmt: skip
         for name in self.series_names:
             group.create_array(name, shape=(0,), chunks=(self.chunk,), dtype="float64", fill_value=np.nan)
+        group.create_array("codes", shape=(0, *shape), chunks=(self.chunk, *shape), dtype="uint16",
+                           compressors=[_COMPRESSOR], fill_value=0)  # fmt: skip
 
     def _write(self, block: np.ndarray, series: dict[str, np.ndarray]) -> None:
         if "codes" not in self._group:

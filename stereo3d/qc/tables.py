@@ -34,6 +34,8 @@ def validation_table(paths: Sequence[str | Path], out: str | Path) -> list[dict]
             row[title] = value
         if row["model"] is None:
             row["model"] = "nvds" if row["file"].startswith("NVDS_") else None
+        if "width" in data and "height" in data:  # a DA3 export's shape (its aspect tier), as NVDS tiers read
+            row["size / tier"] = f"{data['width']}x{data['height']}"
         rows.append(row)
     for row in rows:
         if isinstance(row["MB"], int | float):

@@ -36,6 +36,10 @@ def validate_config(config: dict, schema: dict, source: str | Path = "config.yam
     if errors:
         first = errors[0]
         where = ".".join(str(p) for p in first.absolute_path) or "(top level)"
+        if "aspect" in where and isinstance(first.instance, int) and not isinstance(first.instance, bool):
+            # YAML 1.1 reads an unquoted 16:9 as a base-60 number (16 x 60 + 9 = 969)
+            raise BadConfig(source, f"{where}: {first.instance} is not an aspect ratio; write it in quotes "
+                                    '(e.g. "16:9"): YAML reads an unquoted 16:9 as the number 969')  # fmt: skip
         raise BadConfig(source, f"{where}: {first.message}")
     check_semantics(config, source)
     return config, warnings
