@@ -95,17 +95,14 @@ def test_a_network_output_gets_the_sky_back_at_any_size():
     assert sky_to_far(untouched, np.ones((24, 40), np.float32)) is untouched
 
 
-def test_a_sky_head_output_marks_depth_nan(tmp_path):
-    """A real ONNX Runtime session of a graph with DA3's two outputs (Mono-Large's contract): sky >= 0.3 → NaN."""
+def sky_graph(path, width: int, height: int):
+    """An ONNX graph with DA3's export contract and two outputs, as Mono-Large's: depth = 1 + R/255, sky = G/255
+    (so a test paints its sky in the green channel)."""
     import onnx
     from onnx import TensorProto, helper
 
-    from stereo3d.models.da3.runtime import DepthModel, placement_for
-    from stereo3d.runtime.sessions import SessionOptions, open_session
-
-    # depth = 1 + R/255 ; sky = G/255: the test paints the sky in the green channel.
-    image = helper.make_tensor_value_info("image", TensorProto.UINT8, ["batch", 28, 42, 3])
-    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 28, 42]) for n in ("depth", "sky")]
+    image = helper.make_tensor_value_info("image", TensorProto.UINT8, ["batch", height, width, 3])
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", height, width]) for n in ("depth", "sky")]
     const = [
         helper.make_tensor("scale", TensorProto.FLOAT, [], [1 / 255]),
         helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
@@ -124,9 +121,17 @@ def test_a_sky_head_output_marks_depth_nan(tmp_path):
     ]
     graph = helper.make_graph(nodes, "sky", [image], outputs, initializer=const + starts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
-    helper.set_model_props(model, {"stereo3d.contract": "uint8"})
-    path = tmp_path / "sky.onnx"
+    helper.set_model_props(model, {"stereo3d.model": "da3", "stereo3d.contract": "uint8"})
     onnx.save(model, str(path))
+    return path
+
+
+def test_a_sky_head_output_marks_depth_nan(tmp_path):
+    """A real ONNX Runtime session of a graph with DA3's two outputs (Mono-Large's contract): sky >= 0.3 → NaN."""
+    from stereo3d.models.da3.runtime import DepthModel, placement_for
+    from stereo3d.runtime.sessions import SessionOptions, open_session
+
+    path = sky_graph(tmp_path / "sky.onnx", 42, 28)
     da3 = DepthModel(open_session(path, SessionOptions(providers=("cpu",))), path)
     assert da3.has_sky and da3.shape == (42, 28)
     placement = placement_for(42, 28, da3.shape, "letterbox")
@@ -137,3 +142,25 @@ def test_a_sky_head_output_marks_depth_nan(tmp_path):
     depth = da3.run(frames, placement)
     assert np.isnan(depth[0, :10]).all() and not np.isnan(depth[0, 10:]).any()
     np.testing.assert_allclose(depth[0, 10:], 1 + 100 / 255, rtol=1e-6)
+
+
+def test_the_depth_stage_stores_the_sky_and_near_maps_put_it_far(tmp_path, lossless_clip):
+    """The depth stage on a real clip through a two-output graph: the store is masked where the sky head says
+    sky, and the near maps stage puts exactly those pixels at 0."""
+    from stereo3d.io.probe import probe_video
+    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.near_maps import make_near_maps
+
+    clip = lossless_clip(width=84, height=56, frames=5, pattern="boxes")  # coloured boxes on a dark ground
+    probe = probe_video(clip)
+    model = sky_graph(tmp_path / "sky.onnx", 84, 56)
+    estimate_depth(clip, probe, model, tmp_path / "depth.zarr", batch=2)
+    with MapReader(tmp_path / "depth.zarr") as depths:
+        assert depths.masked and depths.attrs["sky"]
+        depth = depths.read()
+    sky = np.isnan(depth)
+    assert 0 < sky.mean() < 0.5  # the green-rich boxes, not the ground
+    make_near_maps(clip, probe, tmp_path / "depth.zarr", tmp_path / "near.zarr", {**SETTINGS, "method": "frame"})
+    with MapReader(tmp_path / "near.zarr") as maps:
+        near = maps.read()
+    assert (near[sky] == 0).all() and near[~sky].max() > 0.9

@@ -113,8 +113,7 @@ def summary_lines(pruned: Pruned) -> list[str]:
              f"{pruned.freed_bytes / 1e9:.3f} GB freed"]  # fmt: skip
     lines += [f"  removed {path}" for path in pruned.removed]
     if pruned.unprobed:
-        lines.append(f"not probed yet (their folders pruned only where the settings alone say what is kept): "
-                     f"{', '.join(pruned.unprobed)}")  # fmt: skip
+        lines.append(f"not probed yet (only what is surely unused was pruned): {', '.join(pruned.unprobed)}")
     if pruned.strangers:
         lines.append(f"left alone: {len(pruned.strangers)} work folders of videos not in the library "
                      "(delete them by hand if those videos are gone for good):")  # fmt: skip

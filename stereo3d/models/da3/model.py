@@ -20,7 +20,6 @@ from stereo3d.errors import BadConfig
 from stereo3d.models import names
 
 VARIANTS = {"small": "da3-small", "base": "da3-base", "mono_large": "da3mono-large"}  # variant -> MODEL_REGISTRY key
-LICENCES = {"small": "Apache-2.0", "base": "Apache-2.0", "mono_large": "Apache-2.0"}
 CONTRACTS = names.DA3_CONTRACTS  # ("float", "uint8"): ImageNet-normalised float32 NCHW | uint8 RGB NHWC
 DEFAULT_SIZE = names.DA3_DEFAULT_SIZE  # DA3's native 37x37 patch grid: the only size without a name suffix
 PATCH_SIZE = 14  # DINOv2 patch side; PatchEmbed asserts sides are multiples of it
