@@ -36,11 +36,16 @@ def smoke_weights(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def exported(smoke_weights, tmp_path_factory):
-    """contract -> (onnx path, report); each export takes tens of seconds on 2 CPU cores."""
+    """contract -> (onnx path, report); each export takes tens of seconds on 2 CPU cores. The uint8 one is the
+    session's 1:1 tier, made by the workflow from the same seeded weights (the same bytes as smoke_weights)."""
     out_dir = tmp_path_factory.mktemp("models")
     result = {}
     for contract in CONTRACTS:
         path = out_dir / da3_onnx_name("small", SIZE, contract)
+        if contract == "uint8":
+            path = export_cache(tmp_path_factory) / "models/DA3" / path.name
+            result[contract] = path, json.loads(validation_path(path).read_text())
+            continue
         result[contract] = path, export_da3(smoke_weights, path, "small", size=SIZE, contract=contract)
     return result
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import snakemake, write_config
+from harness import exported_workdir, snakemake, write_config
 
 from stereo3d.demo import samples
 from stereo3d.io.probe import probe_video
@@ -83,26 +83,26 @@ def test_a_missing_library_folder_stops_before_any_job(tmp_path):
     assert run.returncode != 0 and "library folder not found" in run.stderr
 
 
-def test_nvds_stabilisation_runs_in_the_workflow(tmp_path, make_clip):
+def test_nvds_stabilisation_runs_in_the_workflow(tmp_path_factory):
     """NVDS on (tiny architecture, smoke checkpoint in the real layout): split export, stage, render."""
-    from stereo3d.demo.smoke import write_smoke_checkpoint, write_smoke_weights
+    from stereo3d.demo.smoke import write_smoke_checkpoint
     from stereo3d.io.mapstore import MapReader
     from stereo3d.models.nvds.model import NvdsConfig
 
-    make_clip("videos/wide.mp4", width=128, height=72, frames=6, fps="6")
-    write_smoke_weights(tmp_path / "weights/DA3/Small/model.safetensors", "small", seed=0)
-    write_smoke_checkpoint(tmp_path / "weights/NVDS/NVDS_Stabilizer.pth", config=NvdsConfig.tiny(), seed=0)
-    write_config(tmp_path, stabilise={"method": "nvds", "nvds_tier": "96x64"}, export={"nvds_architecture": "tiny"})
-    snakemake(tmp_path)
-    out = tmp_path / "results/wide/wide_LRF_Full_SBS.mp4"
+    workdir = exported_workdir(tmp_path_factory, "workflow-nvds")  # DA3 smoke weights and their exports
+    samples.make_clip(workdir / "videos/wide.mp4", width=128, height=72, frames=6, fps="6")
+    write_smoke_checkpoint(workdir / "weights/NVDS/NVDS_Stabilizer.pth", config=NvdsConfig.tiny(), seed=0)
+    write_config(workdir, stabilise={"method": "nvds", "nvds_tier": "96x64"}, export={"nvds_architecture": "tiny"})
+    snakemake(workdir)
+    out = workdir / "results/wide/wide_LRF_Full_SBS.mp4"
     assert probe_video(out)["video"]["frame_count"] == 6
-    assert (tmp_path / "models/NVDS/NVDS_Head_96x64.onnx.validation.json").is_file()
-    (near_store,) = (tmp_path / "work/wide/near").glob("*/nvds-*/*.zarr")
+    assert (workdir / "models/NVDS/NVDS_Head_96x64.onnx.validation.json").is_file()
+    (near_store,) = (workdir / "work/wide/near").glob("*/nvds-*/*.zarr")
     with MapReader(near_store) as maps:
         assert maps.attrs["method"] == "nvds" and len(maps) == 6
     # Switching back to EMA needs no NVDS job and no depth job: only near maps onward.
-    write_config(tmp_path, stabilise={"method": "ema"}, export={"nvds_architecture": "tiny"})
-    dry = snakemake(tmp_path, "-n")
+    write_config(workdir, stabilise={"method": "ema"}, export={"nvds_architecture": "tiny"})
+    dry = snakemake(workdir, "-n")
     scheduled = dry.stdout + dry.stderr
     assert "near_maps" in scheduled and "export_nvds" not in scheduled and "rule depth" not in scheduled
 
