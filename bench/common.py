@@ -109,8 +109,8 @@ def ensure_models(da3: list[tuple[str, object]] = (), nvds: list[tuple[tuple[int
         return
     # The weights first (cheap, shared by the exports), then the exports side by side: torch export is
     # partly single-threaded, so two or three at once finish sooner than one after another.
-    if any(j[0] == "da3" for j in jobs) and not da3_weights().is_file():
-        _export_main(["weights", "da3"])
+    if any(j[0] == "da3" for j in jobs):
+        ensure_da3_weights()
     if any(j[0] == "nvds" for j in jobs) and not nvds_weights().is_file():
         _export_main(["weights", "nvds"])
     say(f"exporting smoke models into {CACHE} (once; cached): {', '.join(' '.join(j) for j in jobs)}")
@@ -126,6 +126,13 @@ def ensure_models(da3: list[tuple[str, object]] = (), nvds: list[tuple[tuple[int
     if failed:
         raise RuntimeError("smoke export failed: " + "; ".join(failed))
     say("exports done")
+
+
+def ensure_da3_weights() -> Path:
+    """The cached smoke DA3 weights, written once."""
+    if not da3_weights().is_file():
+        _export_main(["weights", "da3"])
+    return da3_weights()
 
 
 def _export_main(args: list[str]) -> None:

@@ -29,9 +29,7 @@ def run(size: int = 518, frames: int = 8, batch: int = 4, repeats: int = 2) -> d
     from stereo3d.models.da3.tiers import DEFAULT_TIERS, parse_aspect, tier_shape
     from stereo3d.runtime.sessions import SessionOptions, open_session
 
-    common.ensure_models()
-    if not common.da3_weights().is_file():
-        common._export_main(["weights", "da3"])
+    weights = common.ensure_da3_weights()
     work = common.scratch("tiers")
     tiers = {tier: tier_shape(parse_aspect(tier), size) for tier in DEFAULT_TIERS}
     exports = {}
@@ -39,7 +37,7 @@ def run(size: int = 518, frames: int = 8, batch: int = 4, repeats: int = 2) -> d
         path = work / f"{tier.replace(':', 'x')}.onnx"
         common.say(f"P15: exporting DA3 {common.DA3_VARIANT} at {shape[0]}x{shape[1]} ({tier}), validated")
         started = time.perf_counter()
-        report = export_da3(common.da3_weights(), path, common.DA3_VARIANT, shape, "uint8", validate=True)
+        report = export_da3(weights, path, common.DA3_VARIANT, shape, "uint8", validate=True)
         wall = time.perf_counter() - started
         exports[tier] = {"path": path, "shape": list(shape), "export_s": report["export_seconds"],
                          "export_and_validate_s": round(wall, 1), "mib": round(report["file_bytes"] / 2**20, 1),

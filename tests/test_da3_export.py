@@ -240,16 +240,25 @@ def test_export_patches_are_undone():
     assert (rope.PositionGetter.__call__, rope.RotaryPositionEmbedding2D.forward) == before
 
 
-def test_patched_rope_path_matches_upstream():
+def _seeded_small():
+    """A seeded random DA3 Small, depth only: (net, float-contract module)."""
     _needs_export_stack()
     import torch
 
-    from stereo3d.models.da3.model import build_da3, depth_module, export_patches
+    from stereo3d.models.da3.model import build_da3, depth_module
 
     torch.manual_seed(0)
     net = build_da3("small")
     net.cam_enc = net.cam_dec = None
-    model = depth_module(net)
+    return net, depth_module(net)
+
+
+def test_patched_rope_path_matches_upstream():
+    import torch
+
+    from stereo3d.models.da3.model import export_patches
+
+    _, model = _seeded_small()
     x = torch.from_numpy(normalise_image(_rgb(1)))
     with torch.no_grad():
         upstream = model(x)
@@ -432,15 +441,11 @@ def test_every_aspect_tier_exports_and_validates(tier_exports, tier):
 
 
 def test_folding_the_positions_changes_no_value_and_is_undone():
-    _needs_export_stack()
     import torch
 
-    from stereo3d.models.da3.model import build_da3, depth_module, folded_positions
+    from stereo3d.models.da3.model import folded_positions
 
-    torch.manual_seed(0)
-    net = build_da3("small")
-    net.cam_enc = net.cam_dec = None
-    model = depth_module(net)
+    net, model = _seeded_small()
     x = torch.from_numpy(normalise_image(np.random.default_rng(2).integers(0, 256, (1, 84, 140, 3), dtype=np.uint8)))
     vit = net.backbone.pretrained
     with torch.no_grad():

@@ -14,8 +14,7 @@ import re
 from typing import Any
 
 from stereo3d.models.da3.runtime import PLACEMENTS
-from stereo3d.models.da3.tiers import PLACEMENTS as FIT_PLACEMENTS
-from stereo3d.models.da3.tiers import export_shape
+from stereo3d.models.da3.tiers import FIT_PLACEMENT, export_shape
 from stereo3d.models.names import DA3_VARIANTS
 from stereo3d.stabilisers import get_stabiliser
 from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, get_layout
@@ -32,7 +31,7 @@ def depth_key(da3: dict, display: tuple[int, int] | None = None) -> str:
     it: tiers that change no video's export, or fit aspect vs letterbox for a square video, move no depth."""
     width, height = export_shape(da3, display)
     contract = "u8" if da3["contract"] == "uint8" else "float"
-    return f"da3_{da3['variant']}_{width}x{height}_{contract}_{FIT_PLACEMENTS[da3['fit']]}"
+    return f"da3_{da3['variant']}_{width}x{height}_{contract}_{FIT_PLACEMENT[da3['fit']]}"
 
 
 def parse_depth_key(key: str) -> dict:

@@ -95,10 +95,13 @@ def probed(video):
     return _PROBED[path]
 
 
+def display_size(summary):
+    """A probe summary's display size, which picks the video's DA3 export under fit aspect."""
+    return summary["video"]["display_width"], summary["video"]["display_height"]
+
+
 def display(video):
-    """The video's display size (its probe's), which picks its DA3 export under fit aspect."""
-    shown = probed(video)["video"]
-    return shown["display_width"], shown["display_height"]
+    return display_size(probed(video))
 
 
 T.display_of = display
@@ -125,9 +128,7 @@ def probed_on_disk(video):
     if not path.is_file():
         return None
     summary = json.loads(path.read_text())
-    if probe_failed(summary) is not None:
-        return None
-    return summary["video"]["display_width"], summary["video"]["display_height"]
+    return None if probe_failed(summary) is not None else display_size(summary)
 
 
 def summarise_failures():

@@ -21,7 +21,7 @@ PATCH = 14  # DINOv2 patch side: both sides of an export are multiples of it
 FITS = ("aspect", "letterbox", "resize")
 # How the content is placed in the chosen export: aspect and letterbox both letterbox (so a square video gets the
 # same depth from both, under the same cache key).
-PLACEMENTS = {"aspect": "letterbox", "letterbox": "letterbox", "resize": "resize"}
+FIT_PLACEMENT = {"aspect": "letterbox", "letterbox": "letterbox", "resize": "resize"}
 DEFAULT_TIERS = ("16:9", "4:3", "1:1", "2.39:1", "9:16")
 _ASPECT = re.compile(r"([0-9]+(?:\.[0-9]+)?):([0-9]+(?:\.[0-9]+)?)")
 
