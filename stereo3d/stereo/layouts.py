@@ -54,11 +54,18 @@ class Layout:
     # Config keys of the render section this layout reads, and the pack/size keyword each becomes. Only the
     # chosen layout's keys reach the render stage, so another layout's setting never reruns it.
     options: Mapping[str, str] = field(default_factory=dict)
+    # Layouts that keep both views whole: ``eyes(frame, width, height)`` gives the (left, right) regions of a
+    # packed frame, so the renderer draws into them directly instead of packing a copy afterwards.
+    eyes: Callable[[np.ndarray, int, int], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 def full_sbs(left: np.ndarray, right: np.ndarray, **_) -> np.ndarray:
     """Left | right, each eye at full resolution: ``[H, 2W]``."""
     return np.concatenate([left, right], axis=1)
+
+
+def _side_by_side_eyes(frame: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    return frame[:height, :width], frame[:height, width : 2 * width]
 
 
 def half_sbs(left: np.ndarray, right: np.ndarray, **_) -> np.ndarray:
@@ -73,6 +80,10 @@ def full_tb(left: np.ndarray, right: np.ndarray, **_) -> np.ndarray:
     return np.concatenate([left, right], axis=0)
 
 
+def _top_bottom_eyes(frame: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    return frame[:height, :width], frame[height : 2 * height, :width]
+
+
 def half_tb(left: np.ndarray, right: np.ndarray, **_) -> np.ndarray:
     """Left over right, each eye squeezed to half height: ``[H, W]``."""
     height, width = left.shape[:2]
@@ -83,6 +94,11 @@ def half_tb(left: np.ndarray, right: np.ndarray, **_) -> np.ndarray:
 def cross_eyed(left: np.ndarray, right: np.ndarray, **_) -> np.ndarray:
     """Right | left at full resolution, for free viewing with crossed eyes: ``[H, 2W]``."""
     return np.concatenate([right, left], axis=1)
+
+
+def _cross_eyed_eyes(frame: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    right, left = _side_by_side_eyes(frame, width, height)
+    return left, right
 
 
 def anaglyph_dubois(left: np.ndarray, right: np.ndarray, **_) -> np.ndarray:
@@ -132,11 +148,29 @@ def _vr180_size(width: int, height: int, fov_deg: float = VR180_FOV_DEG, eye_px:
 LAYOUTS: dict[str, Layout] = {
     layout.name: layout
     for layout in (
-        Layout("full_sbs", "_LRF_Full_SBS", full_sbs, lambda w, h, **_: (2 * w, h), 3, "left_right"),
+        Layout(
+            "full_sbs",
+            "_LRF_Full_SBS",
+            full_sbs,
+            lambda w, h, **_: (2 * w, h),
+            3,
+            "left_right",
+            eyes=_side_by_side_eyes,
+        ),  # fmt: skip
         Layout("half_sbs", "_LR", half_sbs, lambda w, h, **_: (2 * (w // 2), h), 3, "left_right"),
-        Layout("full_tb", "_TBF_fulltb", full_tb, lambda w, h, **_: (w, 2 * h), 4, "top_bottom"),
+        Layout(
+            "full_tb", "_TBF_fulltb", full_tb, lambda w, h, **_: (w, 2 * h), 4, "top_bottom", eyes=_top_bottom_eyes
+        ),  # fmt: skip
         Layout("half_tb", "_TB", half_tb, lambda w, h, **_: (w, 2 * (h // 2)), 4, "top_bottom"),
-        Layout("cross_eyed", "_RLF_cross", cross_eyed, lambda w, h, **_: (2 * w, h), None, "right_left"),
+        Layout(
+            "cross_eyed",
+            "_RLF_cross",
+            cross_eyed,
+            lambda w, h, **_: (2 * w, h),
+            None,
+            "right_left",
+            eyes=_cross_eyed_eyes,
+        ),  # fmt: skip
         Layout("anaglyph_dubois", "_Anaglyph_dubois", anaglyph_dubois, lambda w, h, **_: (w, h), None, None),
         Layout("anaglyph_color", "_Anaglyph_color", anaglyph_color, lambda w, h, **_: (w, h), None, None),
         Layout(

@@ -5,26 +5,23 @@ screen (the left view shifts them right, the right view left), farther ones go b
 normalised inverse depth, this is exactly the parallax of a parallel camera pair with shifted sensors, so known
 geometry renders true (tests/test_render_geometry.py).
 
-The warp is a forward splat along rows turned into a backward map, so OpenCV resamples the image once (bilinear,
+The warp is a forward splat along rows turned into a backward map, so the image is resampled once (bilinear,
 sub-pixel). For the left view a source column ``x`` lands at ``t(x) = x + shift(x)`` and claims target pixel
 ``round(t)``, with the sub-pixel source position ``round(t) - shift`` as its value. Occlusion is decided without
 sorting: a nearer pixel always lies left of any farther pixel landing on the same spot, so a pixel is hidden
-exactly when its target is not beyond every target to its left (a running maximum; it only needs a window as
-wide as the parallax range). Target pixels nobody claimed are disocclusions: they repeat the last claimed pixel
-to their left, which is the background side for this direction, never the foreground. The right view is the same
-computation mirrored.
+exactly when its target is not beyond every target to its left (a running maximum). Target pixels nobody claimed
+are disocclusions: they repeat the last claimed pixel to their left, which is the background side for this
+direction, never the foreground. The right view is the same computation mirrored.
 
-Speed (a 1080p frame must render well ahead of x264 ``veryfast``, with no per-pixel Python), in order of what
-it saved: the image is resampled as RGBA through float maps, the only remap path OpenCV vectorises here (3
-channels or fixed-point maps run ~2.5x slower); each view's map is built and applied in bands of rows small
-enough that the dozen passes over them stay in the CPU cache; the shift is int16 fixed point (1/2**bits px)
-from the near map on, so resizing and dilating it at frame size move half the bytes of float32, and the map
-needs no conversion to OpenCV's format at the end; running maxima double their window per pass (log2 of the
-parallax range) instead of a dilation's comparison per column of it.
+The near map becomes an int16 fixed-point shift (1/2**bits px) here, resized and dilated at frame size by
+OpenCV; the splat and the resampling of each row are ``stereo3d.stereo.splat``, compiled code that runs on the
+CPU's render threads or, with ``set_render_device("cuda")``, on an NVIDIA GPU (``stereo3d.stereo.cuda``), with
+the same pixels.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -33,14 +30,15 @@ from dataclasses import dataclass, fields
 import cv2
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 EYES = ("none", "left", "right")
+RENDER_DEVICES = ("auto", "cpu", "cuda")
 
 # Frames smaller than this render both eyes in the calling thread (a thread hand-off costs more than it saves).
 _PARALLEL_MIN_PIXELS = 256 * 256
-_TIE_BREAK = 2.0**-10  # pixels; far below the fixed-point resolution of the map
-# Pixels per band of rows that a view's map is built and applied in: the band's scratch arrays (~50 bytes per
-# pixel, a few MB) stay in the CPU caches between the passes. Smaller bands lose more to per-call overhead than
-# they gain (at 1080p, 2**17 measured best of 2**15 .. a whole frame).
+# Pixels per band of rows that a view's map is built and applied in on the CPU: the band's map and pixels stay
+# in the CPU caches between the splat and the resampling (at 1080p, 2**17 measured best of 2**15 .. a frame).
 _BAND_PIXELS = 1 << 17
 
 
@@ -68,20 +66,26 @@ class StereoSettings:
         return cls(**{f.name: section[f.name] for f in fields(cls) if f.name in section})
 
 
-def render_stereo(frame: np.ndarray, near: np.ndarray, settings: StereoSettings) -> tuple[np.ndarray, np.ndarray]:
+def render_stereo(frame: np.ndarray, near: np.ndarray, settings: StereoSettings,
+                  out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Left and right views (same dtype as ``frame``: uint8, or uint16 for deep sources; ``[H, W, 3]``) of an
-    RGB frame and its near map (float, larger = nearer, any size: resized to the frame)."""
+    RGB frame and its near map (float, larger = nearer, any size: resized to the frame). ``out``: two arrays of
+    the frame's shape and dtype (the halves of a packed frame, say) that the views are rendered into, and
+    returned; without it, an eye kept as the original is the frame itself."""
     height, width = frame.shape[:2]
     # Each eye takes half the parallax, in opposite directions; a lone rendered eye takes all of it.
     share = 0.5 if settings.original_eye == "none" else 1.0
     shift = _fixed_shift_of_near(near, (height, width), settings, share)
-    source, channels = _remap_source(frame)
-    if settings.original_eye == "left":
-        return frame, _render_eyes(source, shift, channels, (True,))[0]
-    if settings.original_eye == "right":
-        return _render_eyes(source, shift, channels, (False,))[0], frame
-    left, right = _render_eyes(source, shift, channels, (False, True))
-    return left, right
+    if settings.original_eye == "none":
+        left, right = _render_eyes(frame, shift, (False, True), out)
+        return left, right
+    rendered, kept = (1, 0) if settings.original_eye == "left" else (0, 1)
+    views = [frame, frame]
+    views[rendered] = _render_eyes(frame, shift, (rendered == 1,), None if out is None else (out[rendered],))[0]
+    if out is not None:
+        np.copyto(out[kept], frame)
+        views[kept] = out[kept]
+    return views[0], views[1]
 
 
 def prepare_near(near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int) -> np.ndarray:
@@ -122,9 +126,7 @@ def warp_view(image: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """Forward-warp ``image`` along rows by ``shift`` pixels (larger shift = nearer; positive moves right, as in
     the left view): nearer pixels win, holes are filled from the left (the background side for this direction).
     The shift is taken to the map's resolution, 1/2**bits pixel (1/32 up to 2046 columns)."""
-    shift = np.asarray(shift, dtype=np.float32)
-    source, channels = _remap_source(image)
-    return _render_eyes(source, _fixed_shift(shift), channels, (False,))[0]
+    return _render_eyes(image, _fixed_shift(np.asarray(shift, dtype=np.float32)), (False,))[0]
 
 
 def source_columns(shift: np.ndarray) -> np.ndarray:
@@ -133,8 +135,7 @@ def source_columns(shift: np.ndarray) -> np.ndarray:
     docstring for occlusion and holes."""
     fixed = _fixed_shift(np.asarray(shift, dtype=np.float32))
     columns = np.empty(fixed.values.shape, np.float32)
-    for top, bottom, map_x in _band_maps(fixed, False, 0, fixed.values.shape[0]):
-        columns[top:bottom] = map_x
+    _splat().source_map(fixed.values, 0, False, fixed.bits, columns)
     return columns
 
 
@@ -194,64 +195,61 @@ def _with_range(values: np.ndarray, bits: int) -> _FixedShift:
     return _FixedShift(values, bits, int(lo), int(hi))
 
 
-def _remap_source(image: np.ndarray) -> tuple[np.ndarray, int]:
-    """The image as ``cv2.remap`` resamples it fastest, and the channel count the views keep (0: 2-D).
-    OpenCV's vectorised float-map remap handles 1 and 4 channels (8 or 16 bit); 3 channels take a scalar path
-    about 2.5x slower, so RGB goes through RGBA (one conversion per frame, shared by both eyes)."""
+def _render_eyes(image: np.ndarray, shift: _FixedShift, mirrored: tuple[bool, ...],
+                 out: tuple[np.ndarray, ...] | None = None) -> list[np.ndarray]:  # fmt: skip
+    """One view per entry of ``mirrored`` (False: the left-view direction; True: the right view's, with nearer
+    content moving left and holes filled from the right), of an image ``[H, W]`` or ``[H, W, C]``, on the render
+    device (``set_render_device``), into ``out`` (new arrays if None)."""
     image = np.asarray(image)
-    channels = image.shape[2] if image.ndim == 3 else 0
-    if channels == 3:
-        # Into a kept buffer of the calling thread: a fresh frame-sized array per frame costs its page faults.
-        # The views are finished before render_stereo returns, so the next frame may overwrite it.
-        key = (image.shape[:2], image.dtype)
-        buffer = _local.__dict__.get("rgba")
-        if buffer is None or buffer[0] != key:
-            buffer = (key, np.empty((*image.shape[:2], 4), image.dtype))
-            _local.rgba = buffer
-        return cv2.cvtColor(image, cv2.COLOR_RGB2RGBA, dst=buffer[1]), 3
-    return np.ascontiguousarray(image), channels
-
-
-def _render_eyes(source: np.ndarray, shift: _FixedShift, channels: int,
-                 mirrored: tuple[bool, ...]) -> list[np.ndarray]:  # fmt: skip
-    """One view per entry of ``mirrored`` (False: the left-view direction; True: the right view's, with
-    nearer content moving left and holes filled from the right). Rows never exchange pixels, so each view is
-    cut into horizontal slices, one job per render thread (``set_render_threads``); OpenCV and numpy release
-    the GIL, so the slices run side by side. Small frames stay in the calling thread: a hand-off costs more
-    than it saves."""
-    height, width = shift.values.shape
-    shape = (height, width, channels) if channels else (height, width)
-    views = [np.empty(shape, source.dtype) for _ in mirrored]
-    threads = _render_threads()
-    if height * width < _PARALLEL_MIN_PIXELS or threads < 2:
-        for view, direction in zip(views, mirrored):
-            _warp_rows(source, shift, channels, view, direction, 0, height)
-        return views
-    # Slices per view: enough to give every thread work, none thinner than a band (per-call overhead).
-    slices = max(1, min(-(-threads // len(views)), height // _band_rows(width)))
-    cuts = [round(height * k / slices) for k in range(slices + 1)]
-    jobs = [(view, direction, top, bottom) for view, direction in zip(views, mirrored)
-            for top, bottom in zip(cuts, cuts[1:]) if top < bottom]  # fmt: skip
-    pending = [_pool(threads).submit(_warp_rows, source, shift, channels, *job) for job in jobs[1:]]
-    _warp_rows(source, shift, channels, *jobs[0])
-    for job in pending:
-        job.result()
+    views = [np.empty_like(image) for _ in mirrored] if out is None else list(out)
+    if shift.values.shape[1] < 2:  # one column: nothing can move
+        for view in views:
+            np.copyto(view, image)
+    elif _gpu is not None:
+        rendered = _gpu.render(np.ascontiguousarray(image.reshape(*image.shape[:2], -1)), shift.values, shift.bits,
+                               mirrored)  # fmt: skip
+        for view, result in zip(views, rendered):
+            np.copyto(view, result.reshape(image.shape))
+    else:
+        _render_on_cpu(image, shift, mirrored, views)
     return views
 
 
-def _warp_rows(source: np.ndarray, shift: _FixedShift, channels: int, out: np.ndarray, mirrored: bool,
-               top: int, bottom: int) -> None:  # fmt: skip
-    """Render rows ``top:bottom`` of one view into ``out``, a band of rows at a time. The warp never moves
-    anything across rows, so a band of the view needs only the same band of the source."""
-    if shift.values.shape[1] < 2:  # one column: nothing can move
-        out[top:bottom] = source[top:bottom, :, :3] if channels == 3 else source[top:bottom]
-        return
-    rows = min(bottom - top, _band_rows(shift.values.shape[1]))
-    work = _workspace(rows, shift.values.shape[1])
-    for start, stop, map_x in _band_maps(shift, mirrored, top, bottom):
+def _render_on_cpu(image: np.ndarray, shift: _FixedShift, mirrored: tuple[bool, ...], views: list[np.ndarray]) -> None:
+    """Rows never exchange pixels, so each view is cut into horizontal slices, one job per render thread
+    (``set_render_threads``); the splat's compiled code and OpenCV release the GIL, so the slices run side by
+    side. Small frames stay in the calling thread: a hand-off costs more than it saves."""
+    height, width = shift.values.shape
+    source = _remap_source(image)
+    threads = _render_threads() if height * width >= _PARALLEL_MIN_PIXELS else 1
+    # Slices per view: enough to give every thread work, none thinner than a band (per-call overhead).
+    slices = max(1, min(-(-threads // len(views)), height // _band_rows(width)))
+    cuts = [round(height * k / slices) for k in range(slices + 1)]
+    jobs = [(source, shift, view, top, bottom, direction)
+            for view, direction in zip(views, mirrored) for top, bottom in zip(cuts, cuts[1:])]  # fmt: skip
+    pending = [_pool(threads).submit(_warp_rows, *job) for job in jobs[1:]] if threads > 1 else []
+    for job in jobs if threads == 1 else jobs[:1]:
+        _warp_rows(*job)
+    for job in pending:
+        job.result()
+
+
+def _warp_rows(source: np.ndarray, shift: _FixedShift, out: np.ndarray, top: int, bottom: int,
+               mirrored: bool) -> None:  # fmt: skip
+    """Rows ``top:bottom`` of one view into ``out``, a band of rows at a time: the splat's source map
+    (``splat.source_map``), then OpenCV's bilinear ``remap``, whose SIMD code resamples about twice as fast as
+    the compiled scalar ``splat.sample_pixel`` that a GPU runs (the same pixels: tests/test_render_cuda.py). The
+    row map is the band's own row index: the vertical weight is 0, the image is only read along rows."""
+    width = shift.values.shape[1]
+    rows = min(bottom - top, _band_rows(width))
+    work = _workspace(rows, width)
+    source_map = _splat().source_map
+    for start in range(top, bottom, rows):
+        stop = min(start + rows, bottom)
         n = stop - start
-        # The row map is the band's own row index: the vertical weight is 0, the image is only read along rows.
-        if channels == 3:
+        map_x = work.map_x[:n]
+        source_map(shift.values, start, mirrored, shift.bits, map_x)
+        if source.ndim == 3 and out.ndim == 3 and out.shape[2] == 3:
             band = cv2.remap(source[start:stop], map_x, work.map_y[:n], cv2.INTER_LINEAR,
                              dst=work.rgba(source.dtype)[:n], borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
             cv2.cvtColor(band, cv2.COLOR_RGBA2RGB, dst=out[start:stop])
@@ -260,109 +258,24 @@ def _warp_rows(source: np.ndarray, shift: _FixedShift, channels: int, out: np.nd
                       borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
 
 
-def _band_maps(shift: _FixedShift, mirrored: bool, top: int, bottom: int):
-    """Yield ``(start, stop, map_x)`` for bands of rows of ``top:bottom``: the float32 source column of every
-    target pixel of the band (a workspace array, valid until the next band). Working a band of ~100 k pixels
-    at a time keeps the dozen passes below in the CPU cache instead of streaming full frames through memory;
-    ``mirrored`` computes the right view's direction by mirroring the band of shifts and the resulting map,
-    never the image."""
-    width = shift.values.shape[1]
-    one = 1 << shift.bits
-    span = min(-(-(shift.hi - shift.lo) // one) + 2, width)
-    # A hole inside the frame is never wider than the parallax range, nor one at the right border than the
-    # largest shift to the left (in the mirrored problem's own direction, where the shift is the same).
-    hole_span = min(max(span, -(shift.lo // one) + 2), width)
-    rows = min(bottom - top, _band_rows(width))
-    work = _workspace(rows, width)
-    for start in range(top, bottom, rows):
-        stop = min(start + rows, bottom)
-        n = stop - start
-        values = shift.values[start:stop]
-        if mirrored:
-            values = cv2.flip(values, 1, dst=work.flipped[:n])
-        fixed = _band_source_fixed(values, one, span, hole_span, work)
-        # Fixed point (+1 px offset, 0 = nothing claimed) -> source column. Nothing claimed comes out as column
-        # -1 (or W in the mirrored direction), which BORDER_REPLICATE resamples as the border column itself.
-        if mirrored:
-            # Column x of the mirrored problem is column W-1-x here; the +1 px offset turns W-1 into W.
-            flipped = cv2.addWeighted(fixed, -1.0 / one, fixed, 0.0, float(width), dst=work.mirrored_map[:n],
-                                      dtype=cv2.CV_32F)  # fmt: skip
-            map_x = cv2.flip(flipped, 1, dst=work.map_x[:n])
-        else:
-            map_x = cv2.addWeighted(fixed, 1.0 / one, fixed, 0.0, -1.0, dst=work.map_x[:n], dtype=cv2.CV_32F)
-        yield start, stop, map_x
-
-
-def _band_source_fixed(shift: np.ndarray, one: int, span: int, hole_span: int, work: _Workspace) -> np.ndarray:
-    """The backward map of a band of fixed-point shifts (left-view direction) as uint16 fixed point, offset by
-    +1 pixel so that 0 can mean "nothing lands here" (a workspace array)."""
-    n, width = shift.shape
-    # The column of the padded row (target pixel + 1: column 0 is a dummy left of the frame) that each source
-    # column claims, rounded. The tie-break nudge rounds exact halves up, uniformly: OpenCV rounds half to
-    # even, which would land a surface shifted by k + 1/2 pixels on every other pixel twice (a collision, then
-    # a gap).
-    landing = cv2.addWeighted(shift, 1.0 / one, work.columns[:n], 1.0, 1.0 + _TIE_BREAK, dst=work.landing[:n],
-                              dtype=cv2.CV_16S)  # fmt: skip
-    # The sub-pixel source position shown there, +1 px: landing - shift, in fixed point. uint16 arithmetic
-    # wraps, and the true result lies in 0..(width + 1) * one, so the wrapped one is exact (OpenCV's saturating
-    # path for this mix of types is ~8x slower).
-    value = np.multiply(landing.view(np.uint16), np.uint16(one), out=work.value[:n])
-    np.subtract(value, shift.view(np.uint16), out=value)
-
-    # Hidden: claims no pixel beyond what a column to its left (nearer, or the same surface) already claimed.
-    reach = _running_max(landing, span, work.reach[:n], work.spare[:n].view(np.int16))
-    hidden = cv2.compare(landing[:, 1:], reach[:, :-1], cv2.CMP_LE, dst=work.hidden[:n])
-    np.clip(landing, 0, width + 1, out=landing)  # 0 and width + 1: the dummy columns just outside the frame
-    np.copyto(landing[:, 1:], 0, where=hidden.view(bool))
-    # Flat indices into the padded band. Widening first and adding a full-size offset array is ~1.6x faster
-    # than numpy's mixed-type broadcast add.
-    index = work.index[:n]
-    np.copyto(index, landing)
-    np.add(index, work.row_offsets[:n], out=index)
-    padded = work.padded[:n]
-    padded.fill(0)
-    padded.ravel()[index.ravel()] = value.ravel()  # one writer per claimed pixel: no order to worry about
-
-    # Unclaimed pixels repeat the last claimed one to their left (a running maximum over windows as wide as the
-    # widest hole fills them all). Holes take whole pixels, rounded half down (to the left): a fractional
-    # position, or rounding up, would take in the neighbour across the gap, the foreground.
-    claimed = padded[:, 1 : width + 1]
-    out = _running_max(claimed, hole_span, work.out[:n], work.spare[:n])
-    hole = cv2.compare(claimed, 0, cv2.CMP_EQ, dst=work.hole[:n])
-    rounded = np.add(out, np.uint16((one >> 1) - 1), out=work.rounded[:n])
-    np.bitwise_and(rounded, np.uint16(0xFFFF ^ (one - 1)), out=rounded)
-    cv2.copyTo(rounded, hole, dst=out)  # OpenCV's masked copy: several times faster than numpy's where=
-    return out
-
-
-def _fraction_bits(width: int) -> int:
-    """Sub-pixel bits of the fixed-point map: as many as uint16 holds for this width, at most OpenCV's own."""
-    bits = cv2.INTER_BITS
-    while bits > 1 and (width + 2) << bits > 0xFFFF:
-        bits -= 1
-    return bits
+def _remap_source(image: np.ndarray) -> np.ndarray:
+    """The image as ``cv2.remap`` resamples it fastest. OpenCV's vectorised float-map remap handles 1 and 4
+    channels (8 or 16 bit); 3 channels take a scalar path about 2.5x slower, so RGB goes through RGBA (one
+    conversion per frame, shared by both eyes)."""
+    if image.ndim == 3 and image.shape[2] == 3:
+        # Into a kept buffer of the calling thread: a fresh frame-sized array per frame costs its page faults.
+        # The views are finished before render_stereo returns, so the next frame may overwrite it.
+        key = (image.shape[:2], image.dtype)
+        buffer = _local.__dict__.get("rgba")
+        if buffer is None or buffer[0] != key:
+            buffer = (key, np.empty((*image.shape[:2], 4), image.dtype))
+            _local.rgba = buffer
+        return cv2.cvtColor(image, cv2.COLOR_RGB2RGBA, dst=buffer[1])
+    return np.ascontiguousarray(image)
 
 
 def _band_rows(width: int) -> int:
     return max(1, _BAND_PIXELS // width)
-
-
-def _running_max(values: np.ndarray, span: int, out: np.ndarray, spare: np.ndarray) -> np.ndarray:
-    """Cumulative maximum along rows into ``out``, given that no value is beaten by one more than ``span``
-    columns to its left (true of targets whose shifts differ by less than ``span`` - 1): then the maximum over
-    any window of at least ``span`` columns ending at each column is the cumulative one. Windows of 1, 2, 4, ...
-    columns, each the maximum of the previous and itself shifted: log2(span) passes, where a 1 x span dilation
-    compares span values per pixel and numpy's accumulate does not vectorise. ``spare`` (same shape and dtype)
-    holds the intermediate steps."""
-    steps = max(1, (span - 1).bit_length())
-    buffers = (out, spare) if steps % 2 else (spare, out)  # the last step writes ``out``
-    previous, window = values, 1
-    for step in range(steps):
-        current = buffers[step % 2]
-        current[:, :window] = previous[:, :window]
-        cv2.max(previous[:, window:], previous[:, :-window], dst=current[:, window:])
-        previous, window = current, 2 * window
-    return out
 
 
 class _Workspace:
@@ -370,20 +283,6 @@ class _Workspace:
     faults that add up to a good share of the render time at 1080p."""
 
     def __init__(self, rows: int, width: int):
-        self.flipped = np.empty((rows, width), np.int16)
-        self.columns = np.broadcast_to(np.arange(width, dtype=np.int16), (rows, width)).copy()
-        self.landing = np.empty((rows, width), np.int16)
-        self.reach = np.empty((rows, width), np.int16)
-        self.value = np.empty((rows, width), np.uint16)
-        self.hidden = np.empty((rows, width - 1), np.uint8)
-        self.index = np.empty((rows, width), np.intp)
-        self.row_offsets = np.repeat(np.arange(rows, dtype=np.intp)[:, None] * (width + 2), width, axis=1)
-        self.padded = np.empty((rows, width + 2), np.uint16)
-        self.out = np.empty((rows, width), np.uint16)
-        self.spare = np.empty((rows, width), np.uint16)
-        self.rounded = np.empty((rows, width), np.uint16)
-        self.hole = np.empty((rows, width), np.uint8)
-        self.mirrored_map = np.empty((rows, width), np.float32)
         self.map_x = np.empty((rows, width), np.float32)
         self.map_y = np.repeat(np.arange(rows, dtype=np.float32)[:, None], width, axis=1)
         self._rgba: dict[np.dtype, np.ndarray] = {}
@@ -398,10 +297,6 @@ class _Workspace:
 
 
 _local = threading.local()
-_pool_lock = threading.Lock()
-_executor: ThreadPoolExecutor | None = None
-_executor_size = 0
-_threads: int | None = None
 
 
 def _workspace(rows: int, width: int) -> _Workspace:
@@ -413,11 +308,59 @@ def _workspace(rows: int, width: int) -> _Workspace:
     return spaces[(rows, width)]
 
 
+def _splat():
+    """The compiled splat, imported when something renders: numba's import (0.3 s) stays out of processes that
+    only read ``StereoSettings`` from here, such as the workflow's DAG build."""
+    from stereo3d.stereo import splat
+
+    return splat
+
+
+def _fraction_bits(width: int) -> int:
+    """Sub-pixel bits of the fixed-point shift: as many as uint16 positions (+1 px) hold for this width, at most
+    the 1/32 px that resampling resolves."""
+    bits = _splat().POSITION_BITS
+    while bits > 1 and (width + 2) << bits > 0xFFFF:
+        bits -= 1
+    return bits
+
+
+_pool_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+_executor_size = 0
+_threads: int | None = None
+_gpu = None  # the CUDA renderer while the render device is a GPU (set_render_device)
+
+
 def set_render_threads(threads: int | None) -> None:
     """Threads rendering one frame (None: every CPU this process may use). The render job passes its own share
-    of the machine; the encoder's threads come on top."""
+    of the machine; the encoder's threads come on top. With a share given, OpenCV's own pool is kept to one
+    thread: the render threads already slice every frame, and a second pool on the same cores only contends
+    (about 10 % of the render's speed on 2 cores). None gives OpenCV its default back."""
     global _threads
     _threads = None if threads is None else max(1, int(threads))
+    cv2.setNumThreads(1 if threads is not None else -1)
+
+
+def set_render_device(device: str = "cpu", device_id: int = 0) -> str:
+    """Where frames render: ``cpu`` (the render threads), ``cuda`` (GPU ``device_id``, through numba-cuda) or
+    ``auto`` (the GPU where numba finds one, else the CPU). A GPU asked for and not found falls back to the CPU
+    with a warning, as ONNX Runtime's providers do. The pixels are the same on both. Returns the device used."""
+    global _gpu
+    if device not in RENDER_DEVICES:
+        raise ValueError(f"unknown render device {device!r} (valid: {', '.join(RENDER_DEVICES)})")
+    _gpu = None
+    if device == "cpu":
+        return "cpu"
+    from stereo3d.stereo import cuda
+
+    reason = cuda.unavailable()
+    if reason is None:
+        _gpu = cuda.CudaRenderer(device_id)
+        log.info("rendering on %s", _gpu.name)
+        return "cuda"
+    (log.warning if device == "cuda" else log.info)("rendering on the CPU: %s", reason)
+    return "cpu"
 
 
 def _render_threads() -> int:

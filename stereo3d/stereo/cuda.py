@@ -1,0 +1,120 @@
+"""The renderer on an NVIDIA GPU: ``stereo3d.stereo.splat``'s row functions compiled by numba-cuda.
+
+One GPU thread per row works out the row's source positions (the splat is serial along a row: each pixel's
+occlusion depends on every pixel to its left), then one thread per pixel resamples the image there, with
+neighbouring threads on neighbouring pixels so that their memory reads coalesce. Each frame is uploaded once for
+both views, and the device buffers live as long as the renderer (one per render job). The views come back to the
+host for packing and encoding: the encoder reads them from a pipe either way.
+
+Without a GPU, ``NUMBA_ENABLE_CUDASIM=1`` runs the same kernels in numba's CUDA simulator (tests only: it
+interprets every thread in Python).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stereo3d.stereo import splat
+
+try:  # a module global, not a local: numba's simulator swaps this name for its fake device module in kernels
+    from numba import cuda
+except ImportError as _missing:  # numba without its CUDA target
+    cuda = None
+    _why = f"numba has no CUDA target ({_missing}; pip install numba-cuda)"
+
+_ROW_THREADS = 64  # threads per block of the row kernel (a 1080p view has 1080 rows: 17 blocks)
+_PIXEL_BLOCK = (32, 8)  # threads per block of the pixel kernel: a warp along a row, 8 rows
+
+
+def unavailable() -> str | None:
+    """Why the GPU renderer cannot run here (None: it can)."""
+    if cuda is None:
+        return _why
+    try:
+        if not cuda.is_available():
+            return "numba finds no CUDA GPU and driver"
+    except Exception as exc:  # a broken driver or toolkit: say so, render on the CPU
+        return f"numba's CUDA target fails: {str(exc).splitlines()[0]}"
+    return None
+
+
+@dataclass
+class _Buffers:
+    """Device arrays for frames of one shape and dtype."""
+
+    source: object
+    shift: object
+    columns: object  # [views, H, W] int32: source positions
+    views: object  # [views, H, W, C]
+
+
+class CudaRenderer:
+    """Renders views on one CUDA device (see the module doc)."""
+
+    def __init__(self, device_id: int = 0):
+        device = cuda.select_device(device_id)
+        name = getattr(device, "name", "numba's CUDA simulator")  # the simulator has no device object
+        self.name = f"CUDA device {device_id} ({name.decode() if isinstance(name, bytes) else name})"
+        self._stream = cuda.stream()
+        self._buffers: _Buffers | None = None
+        self._key = None
+        self._columns_kernel, self._sample_kernel = _kernels()
+
+    def render(self, source: np.ndarray, shift: np.ndarray, bits: int, mirrored: tuple[bool, ...]) -> list[np.ndarray]:
+        """One view of ``source`` ([H, W, C], contiguous) per entry of ``mirrored``, warped by the int16
+        ``shift`` [H, W] in 1/2**bits px, as ``splat.warp_rows`` renders it on the CPU."""
+        height, width, _ = source.shape
+        buffers = self._buffers_for(source, len(mirrored))
+        stream = self._stream
+        buffers.source.copy_to_device(source, stream=stream)
+        buffers.shift.copy_to_device(shift, stream=stream)
+        row_blocks = -(-height // _ROW_THREADS)
+        pixel_blocks = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]))
+        for index, direction in enumerate(mirrored):
+            columns = buffers.columns[index]
+            self._columns_kernel[row_blocks, _ROW_THREADS, stream](buffers.shift, direction, bits, columns)
+            self._sample_kernel[pixel_blocks, _PIXEL_BLOCK, stream](buffers.source, columns, buffers.views[index])
+        views = [buffers.views[index].copy_to_host(stream=stream) for index in range(len(mirrored))]
+        stream.synchronize()
+        return views
+
+    def _buffers_for(self, source: np.ndarray, count: int) -> _Buffers:
+        key = (source.shape, source.dtype, count)
+        if key != self._key:
+            height, width, channels = source.shape
+            self._buffers = _Buffers(
+                source=cuda.device_array(source.shape, source.dtype),
+                shift=cuda.device_array((height, width), np.int16),
+                columns=cuda.device_array((count, height, width), np.int32),
+                views=cuda.device_array((count, height, width, channels), source.dtype),
+            )
+            self._key = key
+        return self._buffers
+
+
+_compiled = None
+
+
+def _kernels():
+    """The two kernels, built from splat's functions on first use (numba compiles them at their first launch)."""
+    global _compiled
+    if _compiled is None:
+        row_columns = cuda.jit(device=True)(splat.row_columns)
+        sample_pixel = cuda.jit(device=True)(splat.sample_pixel)
+
+        @cuda.jit
+        def columns_kernel(shift, mirrored, bits, columns):
+            row = cuda.grid(1)
+            if row < shift.shape[0]:
+                row_columns(shift, row, mirrored, bits, columns[row], 1)
+
+        @cuda.jit
+        def sample_kernel(source, columns, out):
+            col, row = cuda.grid(2)
+            if row < source.shape[0] and col < source.shape[1]:
+                sample_pixel(source[row], out[row], col, columns[row, col])
+
+        _compiled = (columns_kernel, sample_kernel)
+    return _compiled
