@@ -93,6 +93,7 @@ EMA_LIBRARY = {
     "runtime.gpu_jobs_per_device": (2, NOTHING),
     "runtime.gpu_lock_dir": ("/tmp/elsewhere", NOTHING),
     "runtime.trt_cache_dir": ("/tmp/engines", NOTHING),
+    "runtime.render_device": ("cpu", NOTHING),
     "report.qc": (False, NOTHING),
     "report.comfort_limit_pct": (5.0, QC),
     "report.contact_sheet_rows": (2, QC),

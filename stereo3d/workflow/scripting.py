@@ -92,6 +92,13 @@ def session_options(runtime: dict, gpu_mem_limit: bool = True, models_dir: str |
     )
 
 
+def render_device_id(runtime: dict) -> int:
+    """The GPU a render job draws on: device 0 of what a scheduler made visible (CUDA_VISIBLE_DEVICES), else the
+    first of ``runtime.gpus``. No slot is locked: rendering takes a few MB and milliseconds per frame, and may
+    share the device with a depth or NVDS job."""
+    return 0 if os.environ.get("CUDA_VISIBLE_DEVICES") is not None else int(runtime.get("gpus", [0])[0])
+
+
 def gpu_lease(runtime: dict) -> DeviceLease:
     """This process's device, acquired once and kept (with its lock) for the rest of the process."""
     global _LEASE
