@@ -163,6 +163,19 @@ def test_batch_of_three_equals_three_single_frames(exported, contract):
     assert _rel(singles, batched) < 1e-5
 
 
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_the_depth_stages_bound_batches_give_the_sessions_own_outputs(exported, contract):
+    # DepthModel.infer feeds the batch by I/O binding (on a GPU: one upload, one download); the same numbers.
+    from stereo3d.models.da3.runtime import DepthModel
+
+    path = exported[contract][0]
+    model = DepthModel(_session(path), path)
+    rgb = _rgb(3, seed=4)
+    x = rgb if contract == "uint8" else normalise_image(rgb)
+    assert model.device == ("cpu", 0)
+    np.testing.assert_array_equal(model.infer(x)[0], model.session.run(["depth"], {"image": x})[0])
+
+
 def test_float_and_uint8_contracts_agree(exported):
     rgb = _rgb(2, seed=7)
     from_float = _session(exported["float"][0]).run(["depth"], {"image": normalise_image(rgb)})[0]

@@ -9,6 +9,7 @@ with a sky head marks sky pixels NaN (no finite depth); the store keeps them as 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +42,10 @@ def estimate_depth(
     the frame before ``start`` is decoded for that alone), from which shot cuts are found later. A job killed
     midway resumes after the last chunk it stored.
     """
+    started = time.perf_counter()
     session = open_session(model, options)
     contract = DepthModel(session, model)
+    opened_s = time.perf_counter() - started
     display = (probe["video"]["display_width"], probe["video"]["display_height"])
     placed = placement_for(*display, contract.shape, placement)
     total = probe["video"]["frame_count"] - start if count is None else count
@@ -73,6 +76,18 @@ def estimate_depth(
             previous = None
             pending: list[np.ndarray] = []
             changes: list[float] = []
+            first_batch_s = None
+
+            def infer() -> None:
+                nonlocal first_batch_s
+                started = time.perf_counter()
+                store.append(contract.run(np.stack(pending), placed), changes=changes)
+                if first_batch_s is None:  # a GPU provider's own start-up (TensorRT engine, kernel tuning)
+                    first_batch_s = time.perf_counter() - started
+                    log.info("%s: session opened in %.2f s, first batch in %.2f s", Path(video).name, opened_s,
+                             first_batch_s)  # fmt: skip
+                progress.advance(len(pending))
+
             for index, frame in enumerate(frames):
                 thumb = thumbnail(frame)
                 if index >= lead:
@@ -81,11 +96,10 @@ def estimate_depth(
                 previous = thumb
                 # A batch never spans two chunks: batches are then the same in a resumed run.
                 if len(pending) == min(batch, store.chunk_left()):
-                    store.append(contract.run(np.stack(pending), placed), changes=changes)
-                    progress.advance(len(pending))
+                    infer()
                     pending, changes = [], []
             if pending:
-                store.append(contract.run(np.stack(pending), placed), changes=changes)
-                progress.advance(len(pending))
+                infer()
     fps = progress.finish()
-    return {"frames": progress.done, "fps": fps, "providers": session.get_providers()}
+    return {"frames": progress.done, "fps": fps, "providers": session.get_providers(),
+            "session_open_s": round(opened_s, 3), "first_batch_s": round(first_batch_s or 0.0, 3)}  # fmt: skip
