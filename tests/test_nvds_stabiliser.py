@@ -174,3 +174,26 @@ def test_tensorrt_requests_are_served_by_cuda(models, opened, caplog, monkeypatc
 def test_runtime_module_does_not_import_torch():
     code = "import sys, stereo3d.models.nvds.runtime; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_window_is_joined_by_a_concat_graph_written_as_onnx_writes_it():
+    # The features stay on the sessions' device; a one-node graph, written by hand, joins each window there.
+    from conftest import needs_export_extra
+
+    from stereo3d.runtime.concat import concat_model, concat_session, join
+
+    onnx = needs_export_extra("onnx")
+    helper = onnx.helper
+    inputs = [helper.make_tensor_value_info(f"x{i}", onnx.TensorProto.FLOAT, None) for i in range(4)]
+    output = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    node = helper.make_node("Concat", [f"x{i}" for i in range(4)], ["y"], axis=0)
+    model = helper.make_model(helper.make_graph([node], "concat", inputs, [output]),
+                              opset_imports=[helper.make_opsetid("", 13)], ir_version=8)  # fmt: skip
+    assert concat_model() == model.SerializeToString()
+    import onnxruntime as ort
+
+    cpu = ort.InferenceSession(concat_model(), providers=["CPUExecutionProvider"])
+    parts = [np.full((1, 2, 3), float(i), np.float32) for i in range(4)]
+    values = [ort.OrtValue.ortvalue_from_numpy(part) for part in parts]
+    joined = join(concat_session(cpu), values, ("cpu", 0))
+    np.testing.assert_array_equal(joined.numpy(), np.concatenate(parts))

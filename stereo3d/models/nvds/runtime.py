@@ -1,8 +1,10 @@
 """NVDS at run time (numpy + ONNX Runtime, no torch): per-frame near maps in, stabilised near maps out.
 
 Split graphs (preferred): the backbone runs once per frame and its features are cached for the last 4
-frames; the head runs once per frame on the window. Monolith (fallback): the last 4 RGBD frames are kept
-and the whole window runs every frame.
+frames; the head runs once per frame on the window. The features stay where the sessions run (I/O binding):
+on a GPU they never come back to the host, and the window is joined there too (``stereo3d.runtime.concat``);
+per frame, only the RGBD frame goes up and the near map comes down. Monolith (fallback): the last 4 RGBD
+frames are kept and the whole window runs every frame.
 
 Window rule (the official demo, spec section 5): frame i >= 3 uses ``[i-3, i-2, i-1, i]``; frames 0..2
 use the current frame repeated 4 times. A segment that starts mid-video calls ``prime`` with the raw
@@ -31,7 +33,8 @@ import numpy as np
 
 from stereo3d.errors import BadModel
 from stereo3d.models.names import NVDS_ROLES, nvds_onnx_names
-from stereo3d.runtime.sessions import SessionOptions, model_metadata, open_session
+from stereo3d.runtime.concat import concat_session, join
+from stereo3d.runtime.sessions import SessionOptions, model_metadata, open_session, session_device
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +140,8 @@ class NvdsStabiliser:
             self._backbone_input = sessions["backbone"].get_inputs()[0].name
             head_inputs = [i.name for i in sessions["head"].get_inputs()]
             self._rgb_input = next(n for n in head_inputs if n not in self._feature_names)
+            self._device = session_device(sessions["backbone"])
+            self._concat = concat_session(sessions["backbone"])
         else:
             self._window_input = sessions["monolith"].get_inputs()[0].name
         self.reset()
@@ -158,9 +163,13 @@ class NvdsStabiliser:
         entry = self._push(rgbd)
         window = list(self._cache) if self._seen >= WINDOW_FRAMES else [entry] * WINDOW_FRAMES
         if self.mode == "split":
-            feeds = {name: np.concatenate([frame[s] for frame in window]) for s, name in enumerate(self._feature_names)}
-            feeds[self._rgb_input] = np.ascontiguousarray(rgbd[None, 0:3])
-            out = self._sessions["head"].run(None, feeds)[0]
+            binding = self._sessions["head"].io_binding()
+            for index, name in enumerate(self._feature_names):
+                binding.bind_ortvalue_input(name, join(self._concat, [frame[index] for frame in window], self._device))
+            binding.bind_cpu_input(self._rgb_input, np.ascontiguousarray(rgbd[None, 0:3]))
+            binding.bind_output(self._sessions["head"].get_outputs()[0].name, "cpu")
+            self._sessions["head"].run_with_iobinding(binding)
+            out = binding.copy_outputs_to_cpu()[0]
         else:
             out = self._sessions["monolith"].run(None, {self._window_input: np.stack(window)[None]})[0]
         content = box.crop(out[0, 0])
@@ -171,8 +180,13 @@ class NvdsStabiliser:
         return np.ascontiguousarray(content, dtype=np.float32)
 
     def _push(self, rgbd: np.ndarray):
-        if self.mode == "split":
-            entry = self._sessions["backbone"].run(self._feature_names, {self._backbone_input: rgbd[None]})
+        if self.mode == "split":  # the frame's features, kept on the session's device as OrtValues
+            binding = self._sessions["backbone"].io_binding()
+            binding.bind_cpu_input(self._backbone_input, rgbd[None])
+            for name in self._feature_names:
+                binding.bind_output(name, *self._device)
+            self._sessions["backbone"].run_with_iobinding(binding)
+            entry = binding.get_outputs()
         else:
             entry = rgbd
         self._cache.append(entry)
