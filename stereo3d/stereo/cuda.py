@@ -107,8 +107,10 @@ def _kernels():
         @cuda.jit
         def columns_kernel(shift, mirrored, bits, columns):
             row = cuda.grid(1)
-            if row < shift.shape[0]:
-                row_columns(shift, row, mirrored, bits, columns[row], 1)
+            if row < shift.shape[0] and mirrored:
+                row_columns(shift[row, ::-1], columns[row, ::-1], bits, True, 1)
+            elif row < shift.shape[0]:
+                row_columns(shift[row], columns[row], bits, False, 1)
 
         @cuda.jit
         def sample_kernel(source, columns, out):

@@ -21,52 +21,56 @@ import numpy as np
 from numba import njit
 
 POSITION_BITS = 5  # target positions in 1/32 px, as OpenCV's remap resolves them
-_ONE = 1 << POSITION_BITS
+POSITION_ONE = 1 << POSITION_BITS  # one pixel, in positions
 
 
-def row_columns(shift, row, mirrored, bits, columns, scale):
+def row_columns(shift, columns, bits, mirrored, scale):
     """The source position (1/32 px, times ``scale``; -32 or ``32 * width``: nothing lands at or before it,
-    which the border replicates) of every target pixel of ``row`` into ``columns``. ``shift`` holds int16 shifts
-    in 1/2**bits px (the left view's direction); ``mirrored`` renders the right view's (nearer content moves
-    left, holes take the pixel to their right) by walking the row back to front.
+    which the border replicates) of every target pixel of one row into ``columns``. ``shift`` is the row of
+    int16 shifts in 1/2**bits px (the left view's direction), and both arrays are walked in the view's
+    direction: the right view (``mirrored``: nearer content moves left, holes take the pixel to their right)
+    passes both reversed (``[::-1]``), and its positions count from the other end.
 
-    One pass, each target written once: source column x (in the walk's coordinates) lands on target
-    ``round(x + shift)`` (half up; targets count from 1 here) and shows its sub-pixel position there (+1 px, so
-    that 0 means "nothing to the left"). It is hidden unless it lands beyond every column to its left (nearer
-    pixels always lie left of farther ones landing on the same spot). So the visible columns land in increasing
-    order, and with increasing positions: every target between two of them is a disocclusion, and repeats the
-    last position to its left, taken to a whole pixel rounded half down (a fractional position, or rounding up,
-    would take in the foreground across the gap)."""
-    width = shift.shape[1]
-    one = 1 << bits
+    One pass, each target written once: source column x lands on target ``round(x + shift)`` (half up; targets
+    count from 1 here) and shows its sub-pixel position there (+1 px, so that 0 means "nothing to the left").
+    It is hidden unless it lands beyond every column to its left (nearer pixels always lie left of farther ones
+    landing on the same spot). So the visible columns land in increasing order, with increasing positions:
+    every target between two of them is a disocclusion, and repeats the last position to its left, taken to a
+    whole pixel rounded half down (a fractional position, or rounding up, would take in the foreground across
+    the gap). int32 arithmetic (half the width of int64 on a GPU), float32 stores, and a hot path (the next target,
+    no hole) of one test and one store: about twice the speed of a general loop over targets on a CPU."""
+    width = shift.shape[0]
+    one = np.int32(1 << bits)
     half = one >> 1
-    up = POSITION_BITS - bits
-    reach = 0  # the furthest target landed on so far (landing at or left of 0 claims nothing)
-    done = 0  # targets 1..done are written
-    last = 0  # the position shown at target ``done``
-    for x in range(width + 1):
-        if x < width:
-            s = int(shift[row, width - 1 - x]) if mirrored else int(shift[row, x])
-            landing = (s + (x + 1) * one + half) >> bits
-            if landing <= reach:
-                continue
+    up = np.int32(POSITION_BITS - bits)
+    mask = ~(one - 1)
+    # The source column that position p (+1 px) shows is (base + sign * p) / one, in the row's own coordinates.
+    base, sign = (np.int32(width) * one, np.int32(-1)) if mirrored else (-one, np.int32(1))
+    reach = np.int32(0)  # targets 1..reach are written (landing at or left of 0 claims nothing)
+    last = np.int32(0)  # the position shown at target ``reach``
+    rounding = one + half  # (x + 1) * one + half, the rounding of source column x's landing
+    for x in range(width):
+        s = np.int32(shift[x])
+        landing = (s + rounding) >> bits
+        rounding += one
+        if landing == reach + 1 and landing <= width:
+            last = landing * one - s
+            columns[reach] = np.float32((base + sign * last) << up) * scale
             reach = landing
-        else:  # past the row's end: the targets left are holes
-            s, landing = 0, width + 1
-        shown = landing * one - s
-        hole = (last + half - 1) & ~(one - 1)
-        end = min(landing, width)
-        for target in range(done + 1, end + 1):
-            position = shown if target == landing else hole
-            if mirrored:
-                columns[width - target] = ((width * one - position) << up) * scale
-            else:
-                columns[target - 1] = ((position - one) << up) * scale
-        if landing <= width:
-            last = shown
-        done = end
-        if done == width:
-            break
+        elif landing > reach:
+            hole = np.float32((base + sign * ((last + half - 1) & mask)) << up) * scale
+            end = min(landing - 1, width)
+            for target in range(reach, end):
+                columns[target] = hole
+            reach = end
+            if landing > width:
+                break
+            last = landing * one - s
+            columns[reach] = np.float32((base + sign * last) << up) * scale
+            reach = landing
+    hole = np.float32((base + sign * ((last + half - 1) & mask)) << up) * scale
+    for target in range(reach, width):
+        columns[target] = hole
 
 
 def sample_pixel(src, out, col, position):
@@ -74,13 +78,13 @@ def sample_pixel(src, out, col, position):
     arithmetic (an 8- or 16-bit pixel times 32 fits), half as wide as Python's int64 on either device."""
     width = src.shape[0]
     column = np.int32(position) >> POSITION_BITS
-    weight = np.int32(position) & (_ONE - 1)
+    weight = np.int32(position) & (POSITION_ONE - 1)
     left = min(max(column, 0), width - 1)
     right = min(max(column + 1, 0), width - 1)
     for channel in range(src.shape[1]):
-        total = np.int32(src[left, channel]) * (_ONE - weight) + np.int32(src[right, channel]) * weight
+        total = np.int32(src[left, channel]) * (POSITION_ONE - weight) + np.int32(src[right, channel]) * weight
         # total / 32 rounded half to even, without a branch (noisy pictures would mispredict one per channel).
-        out[col, channel] = (total + (_ONE // 2 - 1) + ((total >> POSITION_BITS) & 1)) >> POSITION_BITS
+        out[col, channel] = (total + (POSITION_ONE // 2 - 1) + ((total >> POSITION_BITS) & 1)) >> POSITION_BITS
 
 
 _row_columns = njit(nogil=True, cache=True, inline="always")(row_columns)
@@ -89,11 +93,15 @@ _sample_pixel = njit(nogil=True, cache=True, inline="always")(sample_pixel)
 
 @njit(nogil=True, cache=True)
 def warp_rows(src, shift, out, top, bottom, mirrored, bits):
-    """Rows ``top:bottom`` of one view: ``src`` [H, W, C] warped by ``shift`` [H, W] into ``out``."""
+    """Rows ``top:bottom`` of one view: ``src`` [H, W, C] warped by ``shift`` [H, W] into ``out``, with the
+    GPU's per-pixel resampling (``sample_pixel``): the GPU renderer's computation, compiled for the CPU."""
     width = shift.shape[1]
     columns = np.empty(width, np.int32)
     for row in range(top, bottom):
-        _row_columns(shift, row, mirrored, bits, columns, 1)
+        if mirrored:
+            _row_columns(shift[row, ::-1], columns[::-1], bits, True, 1)
+        else:
+            _row_columns(shift[row], columns, bits, False, 1)
         source, view = src[row], out[row]
         for col in range(width):
             _sample_pixel(source, view, col, columns[col])
@@ -103,5 +111,9 @@ def warp_rows(src, shift, out, top, bottom, mirrored, bits):
 def source_map(shift, top, mirrored, bits, out):
     """The source column (float32 px, as OpenCV's ``remap`` takes it) of every target pixel of rows
     ``top : top + len(out)`` of one view into ``out``."""
+    scale = np.float32(1.0 / POSITION_ONE)
     for index in range(out.shape[0]):
-        _row_columns(shift, top + index, mirrored, bits, out[index], np.float32(1.0 / _ONE))
+        if mirrored:
+            _row_columns(shift[top + index, ::-1], out[index, ::-1], bits, True, scale)
+        else:
+            _row_columns(shift[top + index], out[index], bits, False, scale)

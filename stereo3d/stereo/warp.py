@@ -351,6 +351,7 @@ def set_render_device(device: str = "cpu", device_id: int = 0) -> str:
         raise ValueError(f"unknown render device {device!r} (valid: {', '.join(RENDER_DEVICES)})")
     _gpu = None
     if device == "cpu":
+        log.info("rendering on the CPU")
         return "cpu"
     from stereo3d.stereo import cuda
 
