@@ -1,6 +1,8 @@
-"""GPU figures in frames/s: DA3 at 518 on TensorRT fp16 and on CUDA, NVDS split at 512x288, NVENC, whole pipeline.
+"""GPU figures in frames/s: DA3 at 518 on TensorRT fp16 and on CUDA, NVDS split at 512x288, NVENC, the renderer on
+the GPU against the CPU's, the stages in one process, P1/P2 on CUDA, and P9 (a library through the workflow with
+profiles/gpu, bench/gpu_library.py).
 
-    bench/gpu_check.sh [--out FILE]               (the wrapper: repo venv, nvidia-smi, then this)
+    bench/gpu_check.sh [--out FILE] [--only a,b]  (the wrapper: repo venv, nvidia-smi, then this)
     python -m bench.gpu_check --cpu-smoke          (exercise every path on a CPU at tiny sizes; figures mean nothing)
 
 Installs nothing. Models come from the bench cache (exported once from smoke weights, timing only). Every
@@ -24,14 +26,19 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import common
+from bench import common, gpu_library
 
 PROVIDER_NAMES = {"tensorrt": "TensorrtExecutionProvider", "cuda": "CUDAExecutionProvider",
                   "cpu": "CPUExecutionProvider"}  # fmt: skip
 
 
+_ONLY: set[str] = set()  # --only: the checks to run (empty: all)
+
+
 def _safe(name: str, results: dict, fn) -> None:
     """Run one check; a failure is recorded in the JSON (with its first line) and the others still run."""
+    if _ONLY and name not in _ONLY:
+        return
     common.say(f"gpu_check: {name}")
     try:
         results[name] = fn()
@@ -142,6 +149,31 @@ def nvenc_fps(codec: str, frames: int, width: int, height: int) -> dict:
             "fps": round(frames / seconds, 2)}  # fmt: skip
 
 
+def render_gpu(width: int, height: int, frames: int) -> dict:
+    """The renderer on the GPU (numba-cuda) against the CPU renderer on the same 1080p frames: frames/s of both
+    (views only, both eyes), and whether the views are the same bit for bit."""
+    from bench.render_encode import scene
+    from stereo3d.stereo import warp
+
+    sources, nears = scene(frames, width, height, 518)
+    settings = warp.StereoSettings()
+    timings, views = {}, {}
+    for device in ("cpu", "cuda"):
+        if warp.set_render_device(device) != device:
+            from stereo3d.stereo.cuda import unavailable
+
+            return {"available": False, "why": unavailable(), "cpu_fps": timings.get("cpu")}
+        views[device] = warp.render_stereo(sources[0], nears[0], settings)  # warm-up: compiling, buffers
+        start = time.perf_counter()
+        for frame, near in zip(sources, nears):
+            warp.render_stereo(frame, near, settings)
+        timings[device] = round(frames / (time.perf_counter() - start), 2)
+    warp.set_render_device("cpu")
+    same = all(np.array_equal(a, b) for a, b in zip(views["cpu"], views["cuda"]))
+    return {"available": True, "size": f"{width}x{height}", "frames": frames, "cpu_fps": timings["cpu"],
+            "cuda_fps": timings["cuda"], "same_views": same}  # fmt: skip
+
+
 def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], frames: int, width: int,
                  height: int, codec: str, trt_cache: Path) -> dict:  # fmt: skip
     from stereo3d.io.probe import probe_video
@@ -189,7 +221,9 @@ def main() -> None:
         help="CPU providers, small sizes: checks that every path runs (figures mean nothing)",
     )
     parser.add_argument("--frames", type=int, default=240, help="frames of the 1080p pipeline clip")
+    parser.add_argument("--only", default="", help="comma-separated checks to run (names as in the JSON)")
     args = parser.parse_args()
+    _ONLY.update(name for name in args.only.split(",") if name)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     smoke = args.cpu_smoke
     size, tier = (140, common.NVDS_TIER) if smoke else (518, (512, 288))
@@ -220,10 +254,26 @@ def main() -> None:
     trt_ok = results.get("da3_tensorrt_fp16", {}).get("provider_ok", False)
     providers = ("cpu",) if smoke else (("tensorrt",) if trt_ok else ()) + ("cuda", "cpu")
     codec = "h264_nvenc" if results.get("nvenc_h264", {}).get("available") else "libx264"
+    _safe("render_gpu", results, lambda: render_gpu(width, height, 8 if smoke else 48))
     _safe("pipeline", results, lambda: pipeline_fps(providers, size, tier, frames, width, height, codec, trt_cache))
+    _safe("P1_P2", results, lambda: depth_figures(smoke, gpu[0]))
+    _safe("P9", results, lambda: gpu_library.run(2 if smoke else 4, 24 if smoke else 240, smoke))
+    if codec == "h264_nvenc":
+        _safe("P9_nvenc", results, lambda: gpu_library.run(4, 240, smoke, codec="h264_nvenc"))
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
     print(f"written {args.out}", file=sys.stderr)
+
+
+def depth_figures(smoke: bool, provider: str) -> dict:
+    """P1 and P2 (bench/depth.py) on the GPU: DA3 small at 518, batch 8, a 1080p clip."""
+    from bench import depth
+
+    if smoke:
+        figures = depth.run(frames=4, size=common.SMALL_DA3_SIZE, batch=2, repeats=1, provider="cpu")
+    else:
+        figures = depth.run(frames=96, size=518, batch=8, repeats=2, provider=provider)
+    return {key: value for key, value in figures.items() if not key.startswith("_")}
 
 
 def _x264(width: int, height: int, frames: int) -> dict:
