@@ -40,6 +40,19 @@ def unavailable() -> str | None:
     return None
 
 
+def open_renderer(device_id: int = 0) -> tuple[CudaRenderer | None, str | None]:
+    """A renderer on CUDA device ``device_id`` that has passed its check, or None and why not."""
+    reason = unavailable()
+    if reason is not None:
+        return None, reason
+    try:
+        renderer = CudaRenderer(device_id)
+    except Exception as exc:  # a device id out of range, a driver error: one line for the log
+        return None, f"CUDA device {device_id} cannot be used ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+    reason = renderer.check()
+    return (renderer, None) if reason is None else (None, reason)
+
+
 @dataclass
 class _Buffers:
     """Device arrays for frames of one shape and dtype."""
@@ -61,6 +74,24 @@ class CudaRenderer:
         self._buffers: _Buffers | None = None
         self._key = None
         self._columns_kernel, self._sample_kernel = _kernels()
+
+    def check(self) -> str | None:
+        """Why this device cannot render (None: it can): the kernels are compiled (numba builds them here, at
+        their first launch; a CUDA toolkit without NVVM fails now, not mid-video) and render a small random scene
+        as the same code compiled for the CPU does, bit for bit."""
+        rng = np.random.default_rng(0)
+        source = rng.integers(0, 256, (6, 40, 3), dtype=np.uint8)
+        shift = rng.integers(-200, 200, (6, 40), dtype=np.int16)  # +-6 px at 5 bits: occlusions and holes
+        try:
+            views = self.render(source, shift, 5, (False, True))
+        except Exception as exc:  # numba's and the driver's errors have many types: one line for the log
+            return f"the CUDA kernels do not run here ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        for view, mirrored in zip(views, (False, True)):
+            expected = np.empty_like(source)
+            splat.warp_rows(source, shift, expected, 0, source.shape[0], mirrored, 5)
+            if not np.array_equal(view, expected):
+                return "the CUDA kernels render other pixels than the CPU on a test scene"
+        return None
 
     def render(self, source: np.ndarray, shift: np.ndarray, bits: int, mirrored: tuple[bool, ...]) -> list[np.ndarray]:
         """One view of ``source`` ([H, W, C], contiguous) per entry of ``mirrored``, warped by the int16

@@ -344,8 +344,9 @@ def set_render_threads(threads: int | None) -> None:
 
 def set_render_device(device: str = "cpu", device_id: int = 0) -> str:
     """Where frames render: ``cpu`` (the render threads), ``cuda`` (GPU ``device_id``, through numba-cuda) or
-    ``auto`` (the GPU where numba finds one, else the CPU). A GPU asked for and not found falls back to the CPU
-    with a warning, as ONNX Runtime's providers do. The pixels are the same on both. Returns the device used."""
+    ``auto`` (the GPU where numba finds one, else the CPU). A GPU asked for and not found, or whose kernels fail
+    their check (``cuda.open_renderer``), falls back to the CPU with a warning, as ONNX Runtime's providers do.
+    The pixels are the same on both. Returns the device used."""
     global _gpu
     if device not in RENDER_DEVICES:
         raise ValueError(f"unknown render device {device!r} (valid: {', '.join(RENDER_DEVICES)})")
@@ -355,10 +356,10 @@ def set_render_device(device: str = "cpu", device_id: int = 0) -> str:
         return "cpu"
     from stereo3d.stereo import cuda
 
-    reason = cuda.unavailable()
-    if reason is None:
-        _gpu = cuda.CudaRenderer(device_id)
-        log.info("rendering on %s", _gpu.name)
+    renderer, reason = cuda.open_renderer(device_id)
+    if renderer is not None:
+        _gpu = renderer
+        log.info("rendering on %s", renderer.name)
         return "cuda"
     (log.warning if device == "cuda" else log.info)("rendering on the CPU: %s", reason)
     return "cpu"
