@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # GPU figures (frames/s) on a machine with an NVIDIA GPU: DA3 small at 518 on TensorRT fp16 and on CUDA, NVDS
-# split at 512x288 (CUDA), NVENC encode (where the GPU has NVENC), and the whole pipeline on a 1080p clip.
-# Writes bench/gpu_results.json (or --out FILE). Installs nothing: it uses the repository's .venv, or the
+# split at 512x288 (CUDA), NVENC encode (where the GPU has NVENC), the renderer on the GPU against the CPU's,
+# the stages on a 1080p clip, P1/P2 on CUDA, and P9: four 1080p clips through `snakemake --profile
+# profiles/gpu` against the encoder alone (bench/gpu_library.py). Writes bench/gpu_results.json (or --out FILE);
+# --only a,b runs some checks. Installs nothing: it uses the repository's .venv, or the
 # interpreter named by $STEREO3D_PYTHON (a machine whose own Python already holds the packages).
-#   bench/gpu_check.sh [--out FILE] [--frames N]
+#   bench/gpu_check.sh [--out FILE] [--frames N] [--only render_gpu,P9]
 #   bench/gpu_check.sh --cpu-smoke      every path on the CPU at tiny sizes (checks the script; no figures)
 # First run: exports the smoke models (a few minutes on the CPU) and TensorRT builds its engines (minutes);
 # both are cached under bench/.cache ($STEREO3D_BENCH_CACHE to move it).
