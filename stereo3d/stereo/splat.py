@@ -2,17 +2,18 @@
 
 ``row_columns`` turns a row of fixed-point shifts into the source position every target pixel shows (the forward
 splat with its occlusion and hole rules, see ``stereo3d.stereo.warp``); ``sample_pixel`` resamples one target
-pixel there. The CPU renderer compiles both with ``numba.njit`` and runs them a slice of rows at a time, without
-the GIL, on the render threads (``warp_rows``); the GPU renderer (``stereo3d.stereo.cuda``) compiles the very
-same functions as CUDA device functions, one GPU thread per row for the splat and one per pixel for the
-resampling. So CI, which has no GPU, tests the GPU's code on the CPU: compiled here, and interpreted by numba's
-CUDA simulator (tests/test_render_cuda.py).
+pixel there. The CPU renderer compiles ``row_columns`` with ``numba.njit`` (``source_map``) and runs it a band
+of rows at a time, without the GIL, on the render threads, then resamples with OpenCV's SIMD ``remap``. The GPU
+renderer (``stereo3d.stereo.cuda``) compiles both functions as CUDA device functions: one GPU thread per row for
+the splat and one per pixel for the resampling. ``warp_rows`` is that GPU computation compiled for the CPU, which
+the GPU renderer checks itself against. So CI, which has no GPU, tests the GPU's code on the CPU: compiled here,
+and interpreted by numba's CUDA simulator (tests/test_render_cuda.py).
 
 Positions are integers in 1/32 px, and resampling is exact integer arithmetic for what OpenCV's bilinear
 ``remap`` (replicated borders) computes at positions on that grid: ``p0 + (p1 - p0) * k / 32``, rounded half to
-even. The views are the renderer's earlier OpenCV views, bit for bit (8 and 16 bits, checked on random scenes).
-Every array read is cast to ``int`` first: the simulator runs this as Python on numpy scalars, where int16
-arithmetic would wrap.
+even. The views are the earlier renderer's (vectorised OpenCV) views, bit for bit (8 and 16 bits, checked on
+random scenes). Every array read is cast to ``np.int32`` first: the simulator runs this as Python on numpy
+scalars, where int16 arithmetic would wrap.
 """
 
 from __future__ import annotations

@@ -144,15 +144,13 @@ def source_columns(shift: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _FixedShift:
-    """A shift map in fixed point: int16 ``values`` in units of 1/2**``bits`` pixel (left-view direction),
-    and its smallest and largest value. Fixed point from the start makes every full-size pass over it half the
-    bytes of float32, and it is exactly what the map resolves anyway. int16 holds +-1023 px at 5 bits (any
-    width up to 2046), +-2047 px at 4 bits: far beyond the schema's 10 % divergence plus 5 % IPD offset."""
+    """A shift map in fixed point: int16 ``values`` in units of 1/2**``bits`` pixel (left-view direction).
+    Fixed point from the start makes every full-size pass over it half the bytes of float32, and it is exactly
+    what the map resolves anyway. int16 holds +-1023 px at 5 bits (any width up to 2046), +-2047 px at 4 bits:
+    far beyond the schema's 10 % divergence plus 5 % IPD offset."""
 
     values: np.ndarray
     bits: int
-    lo: int
-    hi: int
 
 
 def _fixed_shift_of_near(near: np.ndarray, shape: tuple[int, int], settings: StereoSettings,
@@ -182,17 +180,12 @@ def _fixed_shift_of_near(near: np.ndarray, shape: tuple[int, int], settings: Ste
     if taper_px >= 1.0:
         tapered = np.multiply(values, _border_ramp(width, float(taper_px)), dtype=np.float32)
         values = cv2.addWeighted(tapered, 1.0, tapered, 0.0, -ipd, dtype=cv2.CV_16S)
-    return _with_range(values, bits)
+    return _FixedShift(values, bits)
 
 
 def _fixed_shift(shift: np.ndarray) -> _FixedShift:
     bits = _fraction_bits(shift.shape[1])
-    return _with_range(cv2.addWeighted(shift, float(1 << bits), shift, 0.0, 0.0, dtype=cv2.CV_16S), bits)
-
-
-def _with_range(values: np.ndarray, bits: int) -> _FixedShift:
-    lo, hi = cv2.minMaxLoc(values)[:2]
-    return _FixedShift(values, bits, int(lo), int(hi))
+    return _FixedShift(cv2.addWeighted(shift, float(1 << bits), shift, 0.0, 0.0, dtype=cv2.CV_16S), bits)
 
 
 def _render_eyes(image: np.ndarray, shift: _FixedShift, mirrored: tuple[bool, ...],
@@ -317,8 +310,9 @@ def _splat():
 
 
 def _fraction_bits(width: int) -> int:
-    """Sub-pixel bits of the fixed-point shift: as many as uint16 positions (+1 px) hold for this width, at most
-    the 1/32 px that resampling resolves."""
+    """Sub-pixel bits of the fixed-point shift: at most the 1/32 px that resampling resolves, fewer where 16 bits
+    would not hold a position (+1 px) of this width: 5 up to 2046 columns, 4 up to 4093 (so that int16 shifts
+    reach far enough, and the views stay those the renderer made before it was compiled)."""
     bits = _splat().POSITION_BITS
     while bits > 1 and (width + 2) << bits > 0xFFFF:
         bits -= 1
