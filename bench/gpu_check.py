@@ -237,7 +237,10 @@ def main() -> None:
         results["onnxruntime"] = {"version": ort.__version__, "available_providers": ort.get_available_providers()}
     except ImportError as exc:
         raise SystemExit(f"onnxruntime is not installed in this environment: {exc}") from None
-    common.ensure_models(da3=[("uint8", size)], nvds=[(tier, ("split",))])
+    # Every export the checks use, up front and side by side (P1/P2 and P9 also take the 16:9 tier, P2 the
+    # float contract): on a lease, exports one after another inside the checks would cost minutes more.
+    common.ensure_models(da3=[("uint8", size), ("uint8", common.da3_tier(size)), ("float", size)],
+                         nvds=[(tier, ("split",))])  # fmt: skip
     iterations = 2 if smoke else 50
     if smoke:
         _safe("da3_cpu", results, lambda: da3_fps("cpu", size, 2, iterations, trt_cache))
