@@ -4,6 +4,7 @@ from pathlib import Path
 
 from stereo3d.stages.near_maps import make_near_maps
 from stereo3d.stages.probe import load_probe
+from stereo3d.workflow.keys import parse_depth_key
 from stereo3d.workflow.scripting import bad_source_record, run_guarded, session_options, setup_logging, source_of
 
 
@@ -18,7 +19,12 @@ def main():
         previous_depth=snakemake.input.previous_depth or None,
         models_dir=Path(snakemake.input.models[0]).parent if snakemake.input.models else None,
         # Runtime settings are speed only: read from config, not params, so they trigger no rerun.
-        options=session_options(snakemake.config["runtime"], models_dir=snakemake.config["paths"]["models"]),
+        # NVDS runs in the precision of the depth it stabilises (its maps are stored under that depth key).
+        options=session_options(
+            snakemake.config["runtime"],
+            models_dir=snakemake.config["paths"]["models"],
+            precision=parse_depth_key(snakemake.wildcards.dkey)["precision"],
+        ),
     )
 
 

@@ -27,11 +27,16 @@ def concat_model(inputs: int = INPUTS, opset: int = 13) -> bytes:
 
 
 def concat_session(like):
-    """An InferenceSession of ``concat_model()`` on the providers, with their options, of session ``like``."""
+    """An InferenceSession of ``concat_model()`` where session ``like`` keeps its tensors: on its CUDA device, with
+    CUDA's options, or else on the CPU (a plugin provider such as OpenVINO hands its outputs to the host)."""
     import onnxruntime as ort
 
-    options = like.get_provider_options()
-    providers = [(name, options.get(name, {})) for name in like.get_providers()]
+    from stereo3d.runtime.sessions import session_device
+
+    if session_device(like)[0] != "cuda":
+        return ort.InferenceSession(_model_bytes(), providers=["CPUExecutionProvider"])
+    options, built_in = like.get_provider_options(), ort.get_available_providers()
+    providers = [(name, options.get(name, {})) for name in like.get_providers() if name in built_in]
     return ort.InferenceSession(_model_bytes(), providers=providers)
 
 

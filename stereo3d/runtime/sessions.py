@@ -1,11 +1,14 @@
-"""ONNX Runtime sessions: provider choice, the real provider logged, contract facts from metadata.
+"""ONNX Runtime sessions: opened on the best device the machine has (``stereo3d.runtime.providers``), in the
+precision asked for, with one log line naming the device and provider really used and why a better one was not.
 
-onnxruntime-gpu lists CUDA/TensorRT as available even where no GPU exists and then falls back to
-CPU without a word, so every session reports what ``get_providers()`` really holds.
+A session follows its plan: the first provider that has a device is tried, with its own options; if it cannot open
+the model, the next one is, each with its own options (ONNX Runtime's own retry is off: it would reopen CUDA
+without the device id and memory bound). The CPU provider is always the last resort.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -15,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stereo3d.errors import BadModel
+from stereo3d.runtime import providers as P
+from stereo3d.runtime.onnxfile import graph_inputs
 
 log = logging.getLogger(__name__)
 
@@ -24,72 +29,118 @@ log = logging.getLogger(__name__)
 PROFILE_ENV = "STEREO3D_PROFILE"
 _totals = {"calls": 0, "seconds": 0.0}
 _totals_lock = threading.Lock()
-
-PROVIDER_NAMES = {
-    "tensorrt": "TensorrtExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "cpu": "CPUExecutionProvider",
-}
+_warned: set[str] = set()  # one warning per process for a provider named in the config that cannot run
 
 
 @dataclass(frozen=True)
 class SessionOptions:
-    """How to run a model: requested providers in order of preference, and their settings."""
+    """How to run a model: the providers (``auto``, or short names in order of preference), the precision, and the
+    providers' settings. The default is the plain CPU provider; the workflow passes ``runtime.providers``."""
 
-    providers: Sequence[str] = ("cpu",)  # names from PROVIDER_NAMES
+    providers: str | Sequence[str] = ("cpu",)
+    precision: str = "exact"  # exact | fast (see stereo3d.runtime.providers)
     device_id: int = 0
     threads: int = 0  # 0: ONNX Runtime's default (all cores)
     gpu_mem_limit_mb: int | None = None  # bounds the CUDA arena (NVDS is VRAM-heavy)
-    trt_cache_dir: str | None = None  # TensorRT engine cache, so engines are built once
-    trt_fp16: bool = True
+    trt_cache_dir: str | None = None  # TensorRT engines, in a folder per model content and precision
+    max_batch: int | None = None  # TensorRT's profile: batch 1 .. max_batch on a dynamic first axis
+    exclude: tuple[str, ...] = ()  # short names never tried for this model
     extra: dict = field(default_factory=dict)
 
 
-def provider_list(options: SessionOptions) -> list:
-    """ORT's provider list for ``options``, restricted to what this build offers."""
-    import onnxruntime as ort
-
-    available = set(ort.get_available_providers())
-    chosen = []
-    for name in options.providers:
-        if name not in PROVIDER_NAMES:
-            raise ValueError(f"unknown provider {name!r} (valid: {', '.join(PROVIDER_NAMES)})")
-        full = PROVIDER_NAMES[name]
-        if full not in available:
-            log.warning("provider %s requested but this onnxruntime build lacks it", name)
-            continue
-        if name == "tensorrt":
-            cfg = {"device_id": options.device_id, "trt_fp16_enable": options.trt_fp16}
-            if options.trt_cache_dir:
-                os.makedirs(options.trt_cache_dir, exist_ok=True)
-                cfg.update(
-                    trt_engine_cache_enable=True,
-                    trt_engine_cache_path=options.trt_cache_dir,
-                    trt_timing_cache_enable=True,
-                    trt_timing_cache_path=options.trt_cache_dir,
-                )
-            chosen.append((full, cfg))
-        elif name == "cuda":
-            cfg = {"device_id": options.device_id}
-            if options.gpu_mem_limit_mb:
-                cfg["gpu_mem_limit"] = int(options.gpu_mem_limit_mb) * 1024 * 1024
-                cfg["arena_extend_strategy"] = "kSameAsRequested"
-            chosen.append((full, cfg))
-        else:
-            chosen.append(full)
-    if "CPUExecutionProvider" not in [c if isinstance(c, str) else c[0] for c in chosen]:
-        chosen.append("CPUExecutionProvider")  # the last resort is always there, and logged below
-    return chosen
-
-
 def open_session(model_path: str | Path, options: SessionOptions = SessionOptions()):
-    """An InferenceSession on the best available provider; logs the provider actually in use."""
+    """An InferenceSession on the best device ``options`` allow here; logs the device and provider in use."""
     import onnxruntime as ort
 
     model_path = Path(model_path)
     if not model_path.is_file():
         raise BadModel(model_path, "model file not found (run the export rule first)")
-    providers = provider_list(options)
+    if options.precision not in P.PRECISIONS:
+        raise ValueError(f"unknown precision {options.precision!r} (valid: {', '.join(P.PRECISIONS)})")
+    try:
+        plan = P.plan(options.providers, P.machine(), request_of(options), options.exclude)
+        if any(P.short_name(a.device.ep) == "tensorrt" for a in plan.attempts):  # its engine cache and profile
+            plan = P.plan(options.providers, P.machine(), tensorrt_request(model_path, options), options.exclude)
+    except ValueError as exc:
+        raise BadModel(model_path, str(exc)) from None
+    explicit = not isinstance(options.providers, str)
+    for name, why in plan.skipped:
+        if explicit and name not in _warned:  # a name in the config that cannot run here: said once per process
+            _warned.add(name)
+            log.warning("runtime.providers names %s, which cannot run here: %s", name, why)
+    failures = []
+    started = time.perf_counter()
+    for attempt in plan.attempts:
+        try:
+            session = _open(ort, model_path, attempt, options)
+            if session.get_providers()[0] != attempt.device.ep:  # a built-in provider that did not start
+                raise RuntimeError(f"ONNX Runtime started {session.get_providers()[0]} instead")
+        except Exception as exc:  # ORT raises its own types (Fail, InvalidGraph, EPFail, ...)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if attempt is plan.attempts[-1]:
+                raise BadModel(model_path, f"ONNX Runtime cannot load it: {reason}") from exc
+            failures.append((attempt.device.label, f"failed to open it ({reason})"))
+            log.warning("%s: %s could not open it, trying the next provider: %s", model_path.name,
+                        attempt.device.label, reason)  # fmt: skip
+            continue
+        opened_s = time.perf_counter() - started
+        log.info("%s", _in_use(model_path.name, session, attempt, options, plan.skipped + tuple(failures), opened_s))
+        if os.environ.get(PROFILE_ENV, "") not in ("", "0"):
+            return TimedSession(session)
+        return session
+    raise AssertionError("a plan always ends with the CPU provider")
+
+
+def request_of(options: SessionOptions) -> P.Request:
+    return P.Request(
+        precision=options.precision,
+        device_id=options.device_id,
+        threads=options.threads,
+        gpu_mem_limit_mb=options.gpu_mem_limit_mb,
+    )
+
+
+def tensorrt_request(model_path: Path, options: SessionOptions) -> P.Request:
+    """The request of a TensorRT session: its engine folder keyed by the model's bytes and the precision (an
+    engine built from other weights under the same file name is never reused), and a profile for batches 1 ..
+    ``max_batch`` (one engine per model, whatever the size of a job's last batch)."""
+    cache = None
+    if options.trt_cache_dir:
+        cache = str(Path(options.trt_cache_dir) / engine_key(model_path, options.precision))
+        os.makedirs(cache, exist_ok=True)
+    profile = trt_profile(graph_inputs(model_path), options.max_batch) if options.max_batch else {}
+    return P.Request(**{**request_of(options).__dict__, "trt_cache_dir": cache, "trt_profile": profile})
+
+
+def engine_key(model_path: str | Path, precision: str) -> str:
+    """``<sha256 of the model's bytes, 16 hex digits>-<fp16|fp32>``: the TensorRT engine folder of a model."""
+    digest = hashlib.sha256()
+    with open(model_path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 22), b""):
+            digest.update(block)
+    return f"{digest.hexdigest()[:16]}-{'fp16' if precision == 'fast' else 'fp32'}"
+
+
+def trt_profile(inputs: dict[str, list], max_batch: int) -> dict[str, str]:
+    """TensorRT's optimisation profile for batches 1 .. ``max_batch`` (optimised for ``max_batch``), over every input
+    whose first axis is dynamic; empty for a model of fixed shapes."""
+    dynamic = {name: dims for name, dims in inputs.items() if dims and not isinstance(dims[0], int)}
+    if not dynamic:
+        return {}
+    if any(not isinstance(d, int) for dims in dynamic.values() for d in dims[1:]):
+        raise ValueError(f"only the first axis may be dynamic for a TensorRT profile: {dynamic}")
+
+    def shapes(batch: int) -> str:
+        return ",".join(f"{name}:{'x'.join(str(d) for d in [batch, *dims[1:]])}" for name, dims in dynamic.items())
+
+    return {
+        "trt_profile_min_shapes": shapes(1),
+        "trt_profile_opt_shapes": shapes(max_batch),
+        "trt_profile_max_shapes": shapes(max_batch),
+    }
+
+
+def _open(ort, model_path: Path, attempt: P.Attempt, options: SessionOptions):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if options.threads:
@@ -99,26 +150,35 @@ def open_session(model_path: str | Path, options: SessionOptions = SessionOption
     # pool is mostly idle anyway).
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    if all((p if isinstance(p, str) else p[0]) == "CPUExecutionProvider" for p in providers):
+    if attempt.device.ep == "CPUExecutionProvider":
         # The CPU arena alone reuses blocks as well; the memory pattern adds a second, planned block per input
         # shape (about +140 MB peak for DA3 small at 280, batch 4) for no measurable speed.
         so.enable_mem_pattern = False
-    so.log_severity_level = 3  # ORT's own fallback chatter; the real provider is logged below
-    started = time.perf_counter()
-    try:
-        session = ort.InferenceSession(str(model_path), sess_options=so, providers=providers)
-    except Exception as exc:  # ORT raises its own types (Fail, InvalidGraph, ...): one line for the user
-        raise BadModel(model_path, f"ONNX Runtime cannot load it: {str(exc).splitlines()[0]}") from exc
-    opened_s = time.perf_counter() - started
+    so.log_severity_level = 3  # ORT's own chatter; the device really used is logged by open_session
+    if attempt.built_in_only:
+        return ort.InferenceSession(
+            str(model_path), sess_options=so, providers=list(attempt.providers), enable_fallback=0
+        )
+    # A plugin provider opens on its device handle (ONNX Runtime's SessionOptionsAppendExecutionProvider_V2);
+    # the CPU provider takes what it leaves.
+    for (_, ep_options), handle in zip(attempt.providers, attempt.handles):
+        if handle is not None:
+            so.add_provider_for_devices([handle], ep_options)
+    return ort.InferenceSession(str(model_path), sess_options=so, enable_fallback=0)
+
+
+def _in_use(name: str, session, attempt: P.Attempt, options: SessionOptions, skipped, opened_s: float) -> str:
     active = session.get_providers()
-    requested = [PROVIDER_NAMES[p] for p in options.providers if p in PROVIDER_NAMES]
-    if requested and active[0] != requested[0]:
-        log.warning("%s: requested %s but running on %s", model_path.name, requested[0], active[0])
-    # Opening is a job's fixed cost (graph optimisation; on a GPU, the provider's start), paid once per job.
-    log.info("%s: opened in %.2f s; providers in use: %s", model_path.name, opened_s, ", ".join(active))
-    if os.environ.get(PROFILE_ENV, "") not in ("", "0"):
-        return TimedSession(session)
-    return session
+    provider = P.provider_of(attempt.device.ep)
+    precision = options.precision
+    if precision == "fast" and provider.fast.startswith("none"):
+        precision = f"fast requested, none on {provider.name}: float32"
+    line = f"{name}: running on {attempt.device.label}, precision {precision}; opened in {opened_s:.2f} s"
+    if len(active) > 1:
+        line += f" (providers: {', '.join(P.short_name(ep) for ep in active)})"
+    if skipped:
+        line += "; not used: " + "; ".join(f"{label}: {reason}" for label, reason in skipped)
+    return line
 
 
 class TimedSession:
@@ -161,7 +221,7 @@ def session_device(session) -> tuple[str, int]:
     """``(device type, device id)`` where the session's first provider keeps its tensors: ``("cuda", n)`` for
     CUDA and TensorRT, ``("cpu", 0)`` otherwise (what I/O binding names for OrtValues)."""
     first = session.get_providers()[0]
-    if first in (PROVIDER_NAMES["cuda"], PROVIDER_NAMES["tensorrt"]):
+    if first in P.NVIDIA_BUILT_IN:
         return "cuda", int(session.get_provider_options().get(first, {}).get("device_id", 0))
     return "cpu", 0
 

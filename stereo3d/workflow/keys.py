@@ -19,30 +19,34 @@ from stereo3d.models.names import DA3_VARIANTS
 from stereo3d.stabilisers import get_stabiliser
 from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, get_layout
 
-DEPTH_KEY = re.compile(rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)x([0-9]+)_(float|u8)_({'|'.join(PLACEMENTS)})")
+DEPTH_KEY = re.compile(rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)x([0-9]+)_(float|u8)_({'|'.join(PLACEMENTS)})(_fast)?")
 NEAR_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
 RENDER_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
 
 
-def depth_key(da3: dict, display: tuple[int, int] | None = None) -> str:
+def depth_key(da3: dict, display: tuple[int, int] | None = None, precision: str = "exact") -> str:
     """``da3_small_518x294_u8_letterbox``: variant, the export's width x height, contract and how the frame is
-    placed in it (readable: the depth is the costly stage). ``display`` is the video's display size, which picks
+    placed in it (readable: the depth is the costly stage), and ``_fast`` where ``runtime.precision: fast`` lets
+    the device compute it in bf16/fp16/TF32 (other numbers). ``display`` is the video's display size, which picks
     the aspect tier under ``fit: aspect``. The key names what the depth depends on, not the settings that chose
-    it: tiers that change no video's export, or fit aspect vs letterbox for a square video, move no depth."""
+    it: tiers that change no video's export, or fit aspect vs letterbox for a square video, move no depth; nor
+    does the provider, whose float32 results agree within the export's validation tolerance."""
     width, height = export_shape(da3, display)
     contract = "u8" if da3["contract"] == "uint8" else "float"
-    return f"da3_{da3['variant']}_{width}x{height}_{contract}_{FIT_PLACEMENT[da3['fit']]}"
+    fast = "_fast" if precision == "fast" else ""
+    return f"da3_{da3['variant']}_{width}x{height}_{contract}_{FIT_PLACEMENT[da3['fit']]}{fast}"
 
 
 def parse_depth_key(key: str) -> dict:
-    """Inverse of :func:`depth_key`: the export (``variant``, ``shape`` as (width, height), ``contract``) and the
-    ``placement`` of the frame in it."""
+    """Inverse of :func:`depth_key`: the export (``variant``, ``shape`` as (width, height), ``contract``), the
+    ``placement`` of the frame in it and the ``precision`` of the arithmetic."""
     match = DEPTH_KEY.fullmatch(key)
     if not match:
         raise ValueError(f"not a depth key: {key!r}")
-    variant, width, height, contract, placement = match.groups()
+    variant, width, height, contract, placement, fast = match.groups()
     contract = "uint8" if contract == "u8" else "float"
-    return {"variant": variant, "shape": (int(width), int(height)), "contract": contract, "placement": placement}
+    return {"variant": variant, "shape": (int(width), int(height)), "contract": contract, "placement": placement,
+            "precision": "fast" if fast else "exact"}  # fmt: skip
 
 
 def near_settings(sections: dict, config: dict) -> dict:

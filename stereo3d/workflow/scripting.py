@@ -16,7 +16,7 @@ from stereo3d.workflow.failures import record_failure, record_path
 from stereo3d.workflow.sources import fingerprint
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-GPU_PROVIDERS = {"cuda", "tensorrt"}
+NVIDIA_PROVIDERS = {"cuda", "tensorrt", "tensorrt_rtx"}  # those that run on a CUDA device a job must lease
 _LEASE: DeviceLease | None = None  # the device lock lives as long as the job's process
 
 
@@ -73,22 +73,35 @@ def _is(path: Path | None, source: Path) -> bool:
     return path is not None and os.path.realpath(path) == os.path.realpath(source)
 
 
-def session_options(runtime: dict, gpu_mem_limit: bool = True, models_dir: str | None = None) -> SessionOptions:
+def session_options(
+    runtime: dict,
+    gpu_mem_limit: bool = True,
+    models_dir: str | None = None,
+    precision: str = "exact",
+    max_batch: int | None = None,
+) -> SessionOptions:
     """SessionOptions from the config's ``runtime`` section, on the device this job may use.
 
-    When a GPU provider is asked for, the job takes its device from :func:`gpu_lease` (a scheduler's
-    CUDA_VISIBLE_DEVICES, else a locked slot of ``runtime.gpus``); the lock is held until the process ends.
-    TensorRT engines are cached in ``runtime.trt_cache_dir``, else in ``<models_dir>/TensorRT`` (building one
-    takes minutes; every later job of the same model and device reuses it).
+    ``precision`` comes from the job's depth key (not from the config: the key is what its outputs are stored
+    under). When an NVIDIA provider may be used (``auto`` or named), the job takes its device from
+    :func:`gpu_lease` (a scheduler's CUDA_VISIBLE_DEVICES, else a locked slot of ``runtime.gpus``; none on a
+    machine without NVIDIA GPUs); the lock is held until the process ends. TensorRT engines are cached in
+    ``runtime.trt_cache_dir``, else in ``<models_dir>/TensorRT``, one folder per model content and precision
+    (building one takes minutes; every later job of the same model reuses it), with a profile for batches 1 ..
+    ``max_batch``.
     """
-    lease = gpu_lease(runtime) if set(runtime["providers"]) & GPU_PROVIDERS else None
+    providers = runtime.get("providers", "auto")
+    nvidia = providers == "auto" or bool({str(p).split(":")[0] for p in providers} & NVIDIA_PROVIDERS)
+    lease = gpu_lease(runtime) if nvidia else None
     device_id = lease.device_id if lease is not None and lease.device_id is not None else 0
     return SessionOptions(
-        providers=tuple(runtime["providers"]),
+        providers=providers if isinstance(providers, str) else tuple(providers),
+        precision=precision,
         device_id=device_id,
         threads=int(runtime.get("threads", 0)),
         gpu_mem_limit_mb=int(runtime["gpu_mem_limit_mb"]) if gpu_mem_limit else None,
         trt_cache_dir=runtime.get("trt_cache_dir") or (f"{models_dir}/TensorRT" if models_dir else None),
+        max_batch=max_batch,
     )
 
 

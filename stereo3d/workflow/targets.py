@@ -93,7 +93,8 @@ class Targets:
         return self.display_of(video)
 
     def depth_key(self, video: str, display: tuple[int, int] | None = None) -> str:
-        return keys.depth_key(self.settings[video]["da3"], display or self.display(video))
+        precision = self.config["runtime"]["precision"]
+        return keys.depth_key(self.settings[video]["da3"], display or self.display(video), precision)
 
     def near_key(self, video: str) -> str:
         return keys.near_key(self.near_settings(video))

@@ -195,9 +195,11 @@ class NvdsStabiliser:
 
 
 def _without_tensorrt(options: SessionOptions) -> SessionOptions:
-    """NVDS is served by CUDA (bounded by gpu_mem_limit): its graph is not a TensorRT candidate here."""
+    """NVDS is served by CUDA (bounded by gpu_mem_limit): its graph is not a TensorRT candidate here. ``auto``
+    skips TensorRT for it; a list that names TensorRT gets CUDA in its place (said once per process)."""
     global _warned_tensorrt
-    if "tensorrt" not in options.providers:
+    options = dataclasses.replace(options, exclude=tuple(dict.fromkeys((*options.exclude, "tensorrt"))))
+    if isinstance(options.providers, str) or "tensorrt" not in options.providers:
         return options
     if not _warned_tensorrt:
         log.warning("NVDS: TensorRT requested; using CUDA with a bounded arena instead (DA3 keeps TensorRT)")
