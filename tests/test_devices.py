@@ -184,3 +184,18 @@ def test_session_options_takes_no_device_for_cpu_only_providers(monkeypatch):
     monkeypatch.setattr(scripting, "_LEASE", None)
     options = scripting.session_options({"providers": ["cpu"], "gpu_mem_limit_mb": 1024})
     assert options.device_id == 0 and scripting._LEASE is None
+
+
+def test_auto_providers_lease_a_gpu_only_where_an_nvidia_gpu_exists(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(scripting, "_LEASE", None)
+    monkeypatch.setattr("stereo3d.runtime.devices.nvidia_devices", lambda: [])
+    runtime = {"providers": "auto", "gpu_mem_limit_mb": 1024, "gpus": [0], "gpu_lock_dir": str(tmp_path)}
+    options = scripting.session_options(runtime, precision="fast", max_batch=4)
+    assert options.providers == "auto" and options.precision == "fast" and options.max_batch == 4
+    assert options.device_id == 0 and not scripting._LEASE.held and not list(tmp_path.iterdir())
+    monkeypatch.setattr(scripting, "_LEASE", None)
+    monkeypatch.setattr("stereo3d.runtime.devices.nvidia_devices", lambda: [0])
+    scripting.session_options(runtime)
+    assert scripting._LEASE.held  # auto may run on the NVIDIA GPU: the job locks its slot
+    scripting._LEASE.release()

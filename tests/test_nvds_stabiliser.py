@@ -15,7 +15,8 @@ import pytest
 from stereo3d.errors import BadModel
 from stereo3d.models.nvds import runtime
 from stereo3d.models.nvds.runtime import letterbox, open_stabiliser, prepare_frame
-from stereo3d.runtime.sessions import SessionOptions, provider_list
+from stereo3d.runtime import providers as P
+from stereo3d.runtime.sessions import SessionOptions
 
 WIDTH, HEIGHT = 96, 64
 CPU = SessionOptions(providers=("cpu",), threads=1)
@@ -163,9 +164,13 @@ def test_tensorrt_requests_are_served_by_cuda(models, opened, caplog, monkeypatc
         stab = open_stabiliser(models, WIDTH, HEIGHT, asked)
         open_stabiliser(models, WIDTH, HEIGHT, asked, graphs="monolith")
     # Every session gets the request with TensorRT replaced by CUDA, the other settings kept (the arena bound).
-    served = dataclasses.replace(asked, providers=("cuda", "cpu"))
+    served = dataclasses.replace(asked, providers=("cuda", "cpu"), exclude=("tensorrt",))
     assert opened == [(name, served) for name in SPLIT_FILES + MONOLITH_FILES]
-    assert "TensorrtExecutionProvider" not in _names(provider_list(served))
+    nvidia = P.Machine(tuple(P.Device(P.PROVIDERS[n].ep, "gpu", "NVIDIA") for n in ("tensorrt", "cuda")),
+                       frozenset())  # fmt: skip
+    for providers in (served.providers, "auto"):  # auto on an NVIDIA machine leaves TensorRT out for NVDS too
+        plan = P.plan(providers, nvidia, P.Request(), served.exclude)
+        assert all("TensorrtExecutionProvider" not in _names(a.providers) for a in plan.attempts)
     assert "TensorrtExecutionProvider" not in stab._sessions["head"].get_providers()
     warnings = [r for r in caplog.records if r.name == runtime.log.name and "TensorRT requested" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING

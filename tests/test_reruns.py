@@ -86,7 +86,8 @@ EMA_LIBRARY = {
     # The final mux; the render before it too, as the encoded video is not kept once muxed (temp).
     "encode.container": ("mkv", ENCODE),
     "encode.piece_frames": (16, ENCODE),
-    "runtime.providers": (["cuda", "cpu"], NOTHING),  # speed only, like every runtime key
+    "runtime.providers": (["cuda", "cpu"], NOTHING),  # speed only, like every runtime key but precision
+    "runtime.precision": ("fast", DEPTH),  # other numbers: the depth key says _fast
     "runtime.threads": (2, NOTHING),
     "runtime.gpu_mem_limit_mb": (1024, NOTHING),
     "runtime.gpus": ([0, 1], NOTHING),

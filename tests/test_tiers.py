@@ -58,7 +58,17 @@ def test_the_depth_key_names_the_export_and_round_trips():
     key = depth_key(DA3, (1920, 1080))
     assert key == "da3_small_518x294_u8_letterbox"
     assert parse_depth_key(key) == {"variant": "small", "shape": (518, 294), "contract": "uint8",
-                                    "placement": "letterbox"}  # fmt: skip
+                                    "placement": "letterbox", "precision": "exact"}  # fmt: skip
+
+
+def test_fast_precision_has_its_own_depth_key():
+    # bf16/fp16/TF32 give other numbers: stored apart, and switching back to exact finds the exact depth again
+    fast = depth_key(DA3, (1920, 1080), precision="fast")
+    assert fast == "da3_small_518x294_u8_letterbox_fast" != depth_key(DA3, (1920, 1080), precision="exact")
+    assert parse_depth_key(fast)["precision"] == "fast"
+    assert {k: v for k, v in parse_depth_key(fast).items() if k != "precision"} == {
+        k: v for k, v in parse_depth_key(depth_key(DA3, (1920, 1080))).items() if k != "precision"
+    }
 
 
 def test_the_depth_key_moves_only_when_the_export_does():
