@@ -27,6 +27,9 @@ BAD = [
     ({"near": {"low_pct": 50, "high_pct": 50}}, "near.low_pct (50) must be below near.high_pct (50)"),
     ({"library": {"extensions": []}}, "library.extensions: [] should be non-empty"),
     ({"render": "full_sbs"}, "render: 'full_sbs' is not of type 'object'"),
+    ({"runtime": {"providers": "cpu"}}, "runtime.providers: 'cpu' is not valid: auto (the best device"),
+    ({"runtime": {"providers": ["cuda:tpu"]}}, "runtime.providers: ['cuda:tpu'] is not valid: auto"),
+    ({"runtime": {"precision": "turbo"}}, "runtime.precision: 'turbo' is not one of ['exact', 'fast']"),
 ]
 
 

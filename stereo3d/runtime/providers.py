@@ -173,7 +173,6 @@ class Machine:
     devices: tuple[Device, ...]
     installed: frozenset[str]
     problems: dict[str, str] = field(default_factory=dict)
-    built_in: frozenset[str] = frozenset()
 
     def why_not(self, ep: str, kind: str | None = None) -> str:
         if ep in self.problems:
@@ -304,7 +303,7 @@ def machine() -> Machine:
             devices.append(Device(ep, "gpu", "NVIDIA"))
         else:
             problems[ep] = problem
-    return Machine(tuple(devices), built_in | frozenset(plugins), problems, built_in)
+    return Machine(tuple(devices), built_in | frozenset(plugins), problems)
 
 
 def register_plugins() -> dict[str, str]:

@@ -8,6 +8,7 @@ without the device id and memory bound). The CPU provider is always the last res
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -109,7 +110,7 @@ def tensorrt_request(model_path: Path, options: SessionOptions) -> P.Request:
         cache = str(Path(options.trt_cache_dir) / engine_key(model_path, options.precision))
         os.makedirs(cache, exist_ok=True)
     profile = trt_profile(graph_inputs(model_path), options.max_batch) if options.max_batch else {}
-    return P.Request(**{**request_of(options).__dict__, "trt_cache_dir": cache, "trt_profile": profile})
+    return dataclasses.replace(request_of(options), trt_cache_dir=cache, trt_profile=profile)
 
 
 def engine_key(model_path: str | Path, precision: str) -> str:

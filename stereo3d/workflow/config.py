@@ -40,6 +40,9 @@ def validate_config(config: dict, schema: dict, source: str | Path = "config.yam
             # YAML 1.1 reads an unquoted 16:9 as a base-60 number (16 x 60 + 9 = 969)
             raise BadConfig(source, f"{where}: {first.instance} is not an aspect ratio; write it in quotes "
                                     '(e.g. "16:9"): YAML reads an unquoted 16:9 as the number 969')  # fmt: skip
+        if first.validator in ("oneOf", "anyOf") and first.schema.get("description"):
+            # "is not valid under any of the given schemas" says nothing of what is: the key's own description does
+            raise BadConfig(source, f"{where}: {first.instance!r} is not valid: {first.schema['description']}")
         raise BadConfig(source, f"{where}: {first.message}")
     check_semantics(config, source)
     return config, warnings
