@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench import common
 
-FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P10", "P11", "P12", "P13", "P14", "P15")
+FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P10", "P11", "P12", "P13", "P14", "P15", "P16")
 NAMES = {
     "P1": "depth stage fps / bare session.run fps",
     "P2": "depth stage fps / seed per-frame loop fps",
@@ -37,6 +37,7 @@ NAMES = {
     "P13": "frames of finished work lost per kill (worst)",
     "P14": "fixed cost / stage job wall time (2-hour film)",
     "P15": "DA3 fps at the 16:9 tier / at the square (518)",
+    "P16": "depth stage fps, providers auto + precision fast / plain CPU provider",
 }
 
 
@@ -119,6 +120,10 @@ def main() -> None:
         from bench import tiers
 
         results.update(measure(("P15",), tiers.run))
+    if "P16" in wanted:
+        from bench import accel
+
+        results.update(measure(("P16",), accel.run))
     for name in ("P11", "P12", "P13", "P14"):
         if name in wanted:
             from bench import library
