@@ -101,6 +101,10 @@ def test_precision_sets_each_providers_arithmetic():
 def test_auto_takes_an_intel_gpu_then_the_cpus_fast_path_and_leaves_the_npu_to_those_who_name_it():
     auto = P.plan("auto", INTEL_MACHINE, P.Request())
     assert [(a.device.ep, a.device.kind) for a in auto.attempts] == [(OPENVINO, "gpu"), (OPENVINO, "cpu"), (CPU, "cpu")]
+    assert dict(auto.skipped) == {"tensorrt": "no NVIDIA GPU", "cuda": "no NVIDIA GPU"}
+    cpu_only = P.Machine(tuple(d for d in INTEL_MACHINE.devices if d.kind == "cpu"), INTEL_MACHINE.installed)
+    assert [a.device.ep for a in P.plan("auto", cpu_only, P.Request()).attempts] == [OPENVINO, CPU]
+    assert "openvino" not in dict(P.plan("auto", cpu_only, P.Request()).skipped)  # it runs, on the CPU
     assert auto.attempts[0].handles[0] == "gpu" and not auto.attempts[0].built_in_only  # a plugin: on its device
     named = P.plan(["openvino:npu", "cpu"], INTEL_MACHINE, P.Request())
     assert [(a.device.ep, a.device.kind) for a in named.attempts] == [(OPENVINO, "npu"), (CPU, "cpu")]

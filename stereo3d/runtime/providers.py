@@ -256,6 +256,9 @@ def plan(
             if key not in taken:
                 taken.add(key)
                 attempts.append(_attempt(device, machine, request, exclude))
+    if auto:  # a provider that found no GPU but runs on this CPU (OpenVINO) was not skipped
+        used = {short_name(a.device.ep) for a in attempts}
+        skipped = [entry for entry in skipped if entry[0] not in used]
     if ("CPUExecutionProvider", "cpu") not in taken:
         cpu = Device("CPUExecutionProvider", "cpu", "")
         attempts.append(Attempt(cpu, (("CPUExecutionProvider", {}),), (None,)))
