@@ -92,9 +92,9 @@ def _complete(path: Path) -> bool:
     return path.is_file() and path.with_name(path.name + ".validation.json").is_file()
 
 
-def ensure_models(da3: list[tuple[str, object]] = (), nvds: list[tuple[tuple[int, int], tuple[str, ...]]] = ()) -> None:
+def ensure_models(da3: list[tuple[str, object]] = (), nvds: list[tuple[tuple[int, int], tuple[str, ...]]] = ()) -> list:
     """Export what is missing of the DA3 ``(contract, size)`` (a square side or (width, height)) and NVDS
-    ``(tier, modes)`` models, in parallel."""
+    ``(tier, modes)`` models, in parallel. Returns one record per export made (job, device, seconds)."""
     from stereo3d.models.names import da3_shape
 
     jobs = []
@@ -106,26 +106,34 @@ def ensure_models(da3: list[tuple[str, object]] = (), nvds: list[tuple[tuple[int
         if not all(_complete(p) for p in nvds_paths(tier, modes)):
             jobs.append(["nvds", f"{tier[0]}x{tier[1]}", ",".join(modes)])
     if not jobs:
-        return
+        return []
     # The weights first (cheap, shared by the exports), then the exports side by side: torch export is
-    # partly single-threaded, so two or three at once finish sooner than one after another.
+    # partly single-threaded, so two or three at once finish sooner than one after another. The cores are
+    # shared out among them (each torch would otherwise start a thread per core).
     if any(j[0] == "da3" for j in jobs):
         ensure_da3_weights()
     if any(j[0] == "nvds" for j in jobs) and not nvds_weights().is_file():
         _export_main(["weights", "nvds"])
     say(f"exporting smoke models into {CACHE} (once; cached): {', '.join(' '.join(j) for j in jobs)}")
-    procs = [(job, subprocess.Popen([sys.executable, "-m", "bench.common", "export", *job], cwd=ROOT,
+    env = {**os.environ, "STEREO3D_BENCH_EXPORT_THREADS": str(max(1, (os.cpu_count() or 1) // len(jobs)))}
+    procs = [(job, subprocess.Popen([sys.executable, "-m", "bench.common", "export", *job], cwd=ROOT, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
              for job in jobs]  # fmt: skip
-    failed = []
+    failed, done = [], []
     for job, proc in procs:
         out, _ = proc.communicate()
         if proc.returncode != 0:
             print(out[-4000:], file=sys.stderr)  # the child's traceback: the one line below rarely says enough
             failed.append(f"{' '.join(job)}: {out.strip().splitlines()[-1] if out.strip() else proc.returncode}")
+            continue
+        try:
+            done.append(json.loads(out.strip().splitlines()[-1]))
+        except (IndexError, ValueError):
+            done.append({"job": " ".join(job)})
     if failed:
         raise RuntimeError("smoke export failed: " + "; ".join(failed))
-    say("exports done")
+    say(f"exports done: {json.dumps(done)}")
+    return done
 
 
 def ensure_da3_weights() -> Path:
@@ -135,8 +143,22 @@ def ensure_da3_weights() -> Path:
     return da3_weights()
 
 
+EXPORT_DEVICE_ENV = "STEREO3D_BENCH_EXPORT_DEVICE"  # cpu | cuda | auto (the default: cuda where torch sees one)
+
+
+def _export_device() -> str:
+    wanted = os.environ.get(EXPORT_DEVICE_ENV, "auto")
+    if wanted != "auto":
+        return wanted
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def _export_main(args: list[str]) -> None:
-    """``python -m bench.common export ...``: one export (run in a child so several go side by side)."""
+    """``python -m bench.common export ...``: one export (run in a child so several go side by side). A model is
+    exported with torch on the GPU where there is one (the NVDS export runs both PyTorch models on a window of
+    frames; DA3's tracing gains little), on the CPU again if that fails; the last line printed says which."""
     import logging
 
     logging.basicConfig(level=logging.ERROR)
@@ -150,18 +172,41 @@ def _export_main(args: list[str]) -> None:
             from stereo3d.demo.smoke import write_smoke_checkpoint
 
             write_smoke_checkpoint(nvds_weights())
-    elif kind == "da3":
+        return
+    if kind not in ("da3", "nvds"):
+        raise SystemExit(f"unknown export {kind!r}")
+    if os.environ.get("STEREO3D_BENCH_EXPORT_THREADS"):
+        import torch
+
+        torch.set_num_threads(int(os.environ["STEREO3D_BENCH_EXPORT_THREADS"]))
+    device, note = _export_device(), None
+    started = time.perf_counter()
+    try:
+        _export(kind, args[1:], device)
+    except Exception as exc:
+        if device == "cpu":
+            raise
+        note = f"on {device}: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        print(f"export {' '.join(args)} failed {note}; again on the CPU", file=sys.stderr, flush=True)
+        device = "cpu"
+        _export(kind, args[1:], device)
+    record = {"job": " ".join(args), "device": device, "seconds": round(time.perf_counter() - started, 1)}
+    print(json.dumps({**record, **({"failed_first": note} if note else {})}), flush=True)
+
+
+def _export(kind: str, args: list[str], device: str) -> None:
+    if kind == "da3":
         from stereo3d.models.da3.export import export_da3
 
-        contract, shape = args[1], tuple(int(v) for v in args[2].split("x"))
-        export_da3(da3_weights(), da3_model_path(contract, shape), DA3_VARIANT, shape, contract, validate=False)
-    elif kind == "nvds":
+        contract, shape = args[0], tuple(int(v) for v in args[1].split("x"))
+        export_da3(da3_weights(), da3_model_path(contract, shape), DA3_VARIANT, shape, contract, device=device,
+                   validate=False)  # fmt: skip
+    else:
         from stereo3d.models.nvds.export import export_nvds
 
-        width, height = (int(v) for v in args[1].split("x"))
-        export_nvds(nvds_weights(), nvds_dir(), width, height, modes=tuple(args[2].split(",")), ort_check=False)
-    else:
-        raise SystemExit(f"unknown export {kind!r}")
+        width, height = (int(v) for v in args[0].split("x"))
+        export_nvds(nvds_weights(), nvds_dir(), width, height, modes=tuple(args[1].split(",")), device=device,
+                    ort_check=False)  # fmt: skip
 
 
 # --- clips ----------------------------------------------------------------------------------------------------

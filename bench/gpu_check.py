@@ -1,14 +1,28 @@
-"""GPU figures in frames/s: DA3 at 518 on TensorRT fp16 and on CUDA, NVDS split at 512x288, NVENC, the renderer on
-the GPU against the CPU's, the stages in one process, P1/P2 on CUDA, and P9 (a library through the workflow with
-profiles/gpu, bench/gpu_library.py).
+"""GPU figures in frames/s, in stages that each fit one call of a GPU lease: DA3 at 518 on CUDA (exact and fast, batch
+1 and 8) and on TensorRT fp16, NVDS split at 512x288, NVENC, the renderer on the GPU against the CPU's, the stages
+in one process, P1/P2 on CUDA, and P9 (a library through the workflow with profiles/gpu, bench/gpu_library.py).
 
-    bench/gpu_check.sh [--out FILE] [--only a,b]  (the wrapper: repo venv, nvidia-smi, then this)
+    bench/gpu_check.sh --stage N [--out FILE]     (the wrapper: installs the carried wheels, nvidia-smi, then this)
+    python -m bench.gpu_check [--stage N | --only a,b] [--out FILE] [--list]
     python -m bench.gpu_check --cpu-smoke          (exercise every path on a CPU at tiny sizes; figures mean nothing)
 
-Installs nothing. Models come from the bench cache (exported once from smoke weights, timing only). Every
-ONNX Runtime session reports the providers it really got (onnxruntime-gpu falls back to CPU silently), and a
-figure whose session did not get the provider it names is marked ``"provider_ok": false``. NVENC is tried
-with a one-frame test encode first: H100/H200/A100 have no NVENC, and that is reported, not hidden.
+Stages (``--list`` prints them; with neither ``--stage`` nor ``--only`` every stage runs, one after another):
+
+1. ``exports`` (every smoke model of the three stages, side by side, with torch on the GPU where it has one), DA3 on
+   CUDA at batch 1 and 8 in both precisions, DA3 in PyTorch fp16 for reference, NVDS split, the renderer on the GPU.
+2. DA3 on TensorRT fp16 at batch 8 then 1 (one engine, profile 1..8; its build is the first run's wall time),
+   NVENC and x264 for reference, the whole pipeline on a 1080p clip, P1/P2 on CUDA.
+3. P9: four 1080p clips through ``snakemake --profile profiles/gpu`` (and with NVENC where the GPU has it).
+
+Each stage's ``exports`` check makes what its checks need and the cache lacks (nothing, on the machine that ran
+stage 1). The results are written after every check (to a temporary file renamed over the target), to
+``$OUT/gpu_results.json`` where ``$OUT`` is set (a lease's folder whose files come back), else
+bench/gpu_results.json; each check's record holds its wall seconds and its log lines. A check that fails is
+recorded with its error, and the others still run.
+
+Every ONNX Runtime session reports the provider it really got, and a figure whose session did not get the provider
+it names is marked ``"provider_ok": false`` and not timed. NVENC is tried with a one-frame test encode first:
+H100/H200/A100 have no NVENC, and that is reported, not hidden.
 """
 
 from __future__ import annotations
@@ -30,37 +44,68 @@ from bench import common, gpu_library
 
 PROVIDER_NAMES = {"tensorrt": "TensorrtExecutionProvider", "cuda": "CUDAExecutionProvider",
                   "cpu": "CPUExecutionProvider"}  # fmt: skip
+MAX_BATCH = 8  # the TensorRT profile (batch 1..8): one engine serves both batches measured
 
 
-_ONLY: set[str] = set()  # --only: the checks to run (empty: all)
+class _Lines(logging.Handler):
+    """The log lines of one check, for its record (INFO of the runtime: the provider each session got; WARNING and
+    above of everything)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING or record.name.startswith("stereo3d.runtime"):
+            self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}"[:500])
 
 
-def _safe(name: str, results: dict, fn) -> None:
-    """Run one check; a failure is recorded in the JSON (with its first line) and the others still run."""
-    if _ONLY and name not in _ONLY:
-        return
+def _write(path: Path, results: dict) -> None:
+    """``results`` as JSON at ``path``, atomically: a reader (or a killed run) sees the last whole file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(results, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _safe(name: str, results: dict, out: Path, fn) -> None:
+    """Run one check; a failure is recorded in the JSON (with its first line) and the others still run. The
+    results are written at once."""
     common.say(f"gpu_check: {name}")
+    lines = _Lines()
+    logging.getLogger().addHandler(lines)
+    started = time.perf_counter()
     try:
-        results[name] = fn()
-    except Exception as exc:  # a missing provider or encoder must not hide the other figures
-        results[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-    common.say(f"gpu_check: {name}: {json.dumps(results[name])[:300]}")
+        result = fn()
+    except Exception as exc:  # a missing provider, package or encoder must not hide the other figures
+        result = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
+    finally:
+        logging.getLogger().removeHandler(lines)
+    if not isinstance(result, dict):
+        result = {"result": result}
+    result["check_s"] = round(time.perf_counter() - started, 1)
+    if lines.lines:
+        result["log"] = lines.lines[-30:]
+    results[name] = result
+    _write(out, results)
+    common.say(f"gpu_check: {name}: {json.dumps({k: v for k, v in result.items() if k != 'log'})[:400]}")
 
 
-def da3_fps(provider: str, size: int, batch: int, iterations: int, trt_cache: Path) -> dict:
+def da3_fps(provider: str, precision: str, size: int, batch: int, iterations: int, trt_cache: Path) -> dict:
+    """DA3 small uint8 at ``size`` by bare ``session.run`` on ``provider`` (TensorRT with the batch 1..8 profile:
+    the first run of the first session builds the engine, later sessions load it from ``trt_cache``)."""
     from stereo3d.runtime.sessions import SessionOptions, open_session
 
     model = common.da3_model_path("uint8", size)
-    options = SessionOptions(providers=(provider, "cpu"), trt_cache_dir=str(trt_cache), trt_fp16=True)
+    options = SessionOptions(providers=(provider,), precision=precision, trt_cache_dir=str(trt_cache),
+                             max_batch=MAX_BATCH if provider == "tensorrt" else None)  # fmt: skip
     session, open_s = common.timed(lambda: open_session(model, options))
     used = session.get_providers()
-    if used[0] != PROVIDER_NAMES[provider]:  # a silent CPU fallback: say so instead of timing the CPU
-        return {
-            "model": model.name,
-            "provider_ok": False,
-            "providers_used": used,
-            "why": f"{PROVIDER_NAMES[provider]} could not start here (see the log above)",
-        }
+    facts = {"model": model.name, "provider": provider, "precision": precision, "batch": batch,
+             "providers_used": used, "provider_ok": used[0] == PROVIDER_NAMES[provider],
+             "session_open_s": round(open_s, 2)}  # fmt: skip
+    if not facts["provider_ok"]:  # a fallback: say so instead of timing the CPU
+        return {**facts, "why": f"{PROVIDER_NAMES[provider]} could not start here (see log)"}
     x = np.random.default_rng(0).integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
     _, first_s = common.timed(lambda: session.run(["depth"], {"image": x}))  # TensorRT builds its engine here
     for _ in range(3):
@@ -69,9 +114,8 @@ def da3_fps(provider: str, size: int, batch: int, iterations: int, trt_cache: Pa
     for _ in range(iterations):
         session.run(["depth"], {"image": x})
     seconds = time.perf_counter() - start
-    return {"model": model.name, "batch": batch, "fps": round(iterations * batch / seconds, 2),
-            "providers_used": used, "provider_ok": used[0] == PROVIDER_NAMES[provider],
-            "session_open_s": round(open_s, 2), "first_run_s": round(first_s, 2)}  # fmt: skip
+    return {**facts, "fps": round(iterations * batch / seconds, 2), "first_run_s": round(first_s, 2),
+            "frames_timed": iterations * batch}  # fmt: skip
 
 
 def da3_torch_fps(size: int, batch: int, iterations: int) -> dict:
@@ -82,8 +126,10 @@ def da3_torch_fps(size: int, batch: int, iterations: int) -> dict:
     from stereo3d.models.da3.checkpoint import load_da3_weights
     from stereo3d.models.da3.model import build_da3, depth_module, export_patches
 
+    if not torch.cuda.is_available():
+        return {"available": False, "why": "torch sees no CUDA device"}
     net = build_da3(common.DA3_VARIANT)
-    load_da3_weights(net, common.da3_weights())
+    load_da3_weights(net, common.ensure_da3_weights())
     net.cam_enc = net.cam_dec = None
     model = depth_module(net, "uint8").cuda()
     x = torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8, device="cuda")
@@ -96,20 +142,19 @@ def da3_torch_fps(size: int, batch: int, iterations: int) -> dict:
             model(x)
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return {
-        "torch": torch.__version__,
-        "batch": batch,
-        "dtype": "fp16 autocast",
-        "fps": round(iterations * batch / seconds, 2),
-    }
+    return {"torch": torch.__version__, "batch": batch, "dtype": "fp16 autocast",
+            "fps": round(iterations * batch / seconds, 2)}  # fmt: skip
 
 
 def nvds_fps(provider: str, tier: tuple[int, int], iterations: int) -> dict:
     from stereo3d.models.nvds.runtime import open_stabiliser
     from stereo3d.runtime.sessions import SessionOptions
 
-    stabiliser = open_stabiliser(common.nvds_dir(), *tier, SessionOptions(providers=(provider, "cpu")))
+    stabiliser = open_stabiliser(common.nvds_dir(), *tier, SessionOptions(providers=(provider,)))
     used = {role: s.get_providers() for role, s in stabiliser._sessions.items()}
+    if any(p[0] != PROVIDER_NAMES[provider] for p in used.values()):  # a fallback: minutes on the CPU, not timed
+        return {"tier": f"{tier[0]}x{tier[1]}", "providers_used": used, "provider_ok": False,
+                "why": f"{PROVIDER_NAMES[provider]} could not start here (see log)"}  # fmt: skip
     rng = np.random.default_rng(0)
     rgb = rng.integers(0, 256, (tier[1], tier[0], 3), dtype=np.uint8)
     near = rng.random((tier[1], tier[0]), dtype=np.float32)
@@ -187,7 +232,7 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
     clip = common.clip(f"gpu_{width}x{height}_{frames}", width=width, height=height, frames=frames, fps="24",
                        pattern="testsrc2", audio=True)  # fmt: skip
     work = common.scratch("gpu_pipeline")
-    options = SessionOptions(providers=providers, trt_cache_dir=str(trt_cache))
+    options = SessionOptions(providers=providers, trt_cache_dir=str(trt_cache), max_batch=8)
     inference_totals(reset=True)
     stages = {}
     started = time.perf_counter()
@@ -207,65 +252,9 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
     wall = time.perf_counter() - started
     totals = inference_totals()
     return {"clip": f"{width}x{height}, {frames} frames", "da3": f"small {size} uint8 batch 8",
-            "nvds": f"split {tier[0]}x{tier[1]}", "fps": round(frames / wall, 2), "wall_s": round(wall, 2),
-            "inference_s": round(totals["seconds"], 2), "wall_over_inference": round(wall / totals["seconds"], 3),
-            "stages": stages}  # fmt: skip
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=common.ROOT / "bench" / "gpu_results.json")
-    parser.add_argument(
-        "--cpu-smoke",
-        action="store_true",
-        help="CPU providers, small sizes: checks that every path runs (figures mean nothing)",
-    )
-    parser.add_argument("--frames", type=int, default=240, help="frames of the 1080p pipeline clip")
-    parser.add_argument("--only", default="", help="comma-separated checks to run (names as in the JSON)")
-    args = parser.parse_args()
-    _ONLY.update(name for name in args.only.split(",") if name)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    smoke = args.cpu_smoke
-    size, tier = (140, common.NVDS_TIER) if smoke else (518, (512, 288))
-    gpu = ("cpu",) if smoke else ("cuda",)
-    width, height, frames = (320, 180, 8) if smoke else (1920, 1080, args.frames)
-    trt_cache = common.CACHE / "trt"
-    results: dict = {"host": _host(), "smoke": smoke}
-    try:
-        import onnxruntime as ort
-
-        results["onnxruntime"] = {"version": ort.__version__, "available_providers": ort.get_available_providers()}
-    except ImportError as exc:
-        raise SystemExit(f"onnxruntime is not installed in this environment: {exc}") from None
-    # Every export the checks use, up front and side by side (P1/P2 and P9 also take the 16:9 tier, P2 the
-    # float contract): on a lease, exports one after another inside the checks would cost minutes more.
-    common.ensure_models(da3=[("uint8", size), ("uint8", common.da3_tier(size)), ("float", size)],
-                         nvds=[(tier, ("split",))])  # fmt: skip
-    iterations = 2 if smoke else 50
-    if smoke:
-        _safe("da3_cpu", results, lambda: da3_fps("cpu", size, 2, iterations, trt_cache))
-    else:
-        _safe("da3_tensorrt_fp16", results, lambda: da3_fps("tensorrt", size, 8, iterations, trt_cache))
-        _safe("da3_tensorrt_fp16_b1", results, lambda: da3_fps("tensorrt", size, 1, iterations, trt_cache))
-        _safe("da3_cuda", results, lambda: da3_fps("cuda", size, 8, iterations, trt_cache))
-        _safe("da3_cuda_b1", results, lambda: da3_fps("cuda", size, 1, iterations, trt_cache))
-        _safe("da3_torch_fp16", results, lambda: da3_torch_fps(size, 8, iterations))
-    _safe("nvds_split", results, lambda: nvds_fps(gpu[0], tier, 2 if smoke else 30))
-    _safe("nvenc_h264", results, lambda: nvenc_fps("h264_nvenc", 8 if smoke else 120, width, height))
-    _safe("x264_veryfast_ref", results, lambda: _x264(width, height, 8 if smoke else 48))
-    # TensorRT leads the pipeline's providers only where its engine really ran above.
-    trt_ok = results.get("da3_tensorrt_fp16", {}).get("provider_ok", False)
-    providers = ("cpu",) if smoke else (("tensorrt",) if trt_ok else ()) + ("cuda", "cpu")
-    codec = "h264_nvenc" if results.get("nvenc_h264", {}).get("available") else "libx264"
-    _safe("render_gpu", results, lambda: render_gpu(width, height, 8 if smoke else 48))
-    _safe("pipeline", results, lambda: pipeline_fps(providers, size, tier, frames, width, height, codec, trt_cache))
-    _safe("P1_P2", results, lambda: depth_figures(smoke, gpu[0]))
-    _safe("P9", results, lambda: gpu_library.run(2 if smoke else 4, 24 if smoke else 240, smoke))
-    if codec == "h264_nvenc":
-        _safe("P9_nvenc", results, lambda: gpu_library.run(4, 240, smoke, codec="h264_nvenc"))
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
-    print(f"written {args.out}", file=sys.stderr)
+            "nvds": f"split {tier[0]}x{tier[1]}", "providers": list(providers), "precision": options.precision,
+            "fps": round(frames / wall, 2), "wall_s": round(wall, 2), "inference_s": round(totals["seconds"], 2),
+            "wall_over_inference": round(wall / max(totals["seconds"], 1e-9), 3), "stages": stages}  # fmt: skip
 
 
 def depth_figures(smoke: bool, provider: str) -> dict:
@@ -290,8 +279,138 @@ def _x264(width: int, height: int, frames: int) -> dict:
     }
 
 
+_READY: dict[str, str | None] = {}
+
+
+def _gpu_ready(provider: str, size: int) -> str | None:
+    """Why a check that assumes ``provider`` would run on the CPU instead (minutes of NVDS at 512x288 and DA3 at
+    518 on a lease), or None where a DA3 session opens on it. Asked once per run."""
+    if provider not in _READY:
+        from stereo3d.runtime.sessions import SessionOptions, open_session
+
+        session = open_session(common.da3_model_path("uint8", size), SessionOptions(providers=(provider,)))
+        first = session.get_providers()[0]
+        ok = first == PROVIDER_NAMES[provider]
+        _READY[provider] = None if ok else f"skipped: {PROVIDER_NAMES[provider]} does not start here ({first} does)"
+    return _READY[provider]
+
+
+def checks(smoke: bool, results: dict, frames: int) -> list[tuple[str, str, object, list, list]]:
+    """``(name, stage, fn, da3 exports, nvds exports)`` of every check, in the order they run. In the smoke run
+    the CUDA checks run on the CPU provider (named so) and the TensorRT ones take their fallback path."""
+    size, tier = (common.SMALL_DA3_SIZE, common.NVDS_TIER) if smoke else (518, (512, 288))
+    gpu = "cpu" if smoke else "cuda"
+    width, height, frames = (320, 180, 8) if smoke else (1920, 1080, frames)
+    trt_cache = common.CACHE / "trt"
+    square, wide, floats = ("uint8", size), ("uint8", common.da3_tier(size)), ("float", size)
+    nvds = [(tier, ("split",))]
+    small = 2 if smoke else None  # iterations in the smoke run
+
+    def da3(provider: str, precision: str, batch: int):
+        iterations = small or (400 // batch)  # 400 frames timed
+        return lambda: da3_fps(provider, precision, size, batch, iterations, trt_cache)
+
+    def codec() -> str:
+        return "h264_nvenc" if results.get("nvenc_h264", {}).get("available") else "libx264"
+
+    def on_gpu(fn):  # the long checks: not on the CPU by a silent fallback
+        return lambda: {"skipped": _gpu_ready(gpu, size)} if _gpu_ready(gpu, size) else fn()
+
+    one = [(f"da3_{gpu}_{precision}_b{batch}", "1", da3(gpu, precision, batch), [square], [])
+           for precision in ("exact", "fast") for batch in (8, 1)]  # fmt: skip
+    if not smoke:
+        one.append(("da3_torch_fp16", "1", lambda: da3_torch_fps(size, 8, 50), [], []))
+    one += [
+        ("nvds_split", "1", lambda: nvds_fps(gpu, tier, small or 30), [], nvds),
+        ("render_gpu", "1", lambda: render_gpu(width, height, 8 if smoke else 48), [], []),
+    ]
+
+    def pipeline() -> dict:
+        return pipeline_fps((gpu,), size, tier, frames, width, height, codec(), trt_cache)
+
+    two = [
+        ("nvenc_h264", "2", lambda: nvenc_fps("h264_nvenc", 8 if smoke else 120, width, height), [], []),
+        ("x264_veryfast_ref", "2", lambda: _x264(width, height, 8 if smoke else 48), [], []),
+        ("pipeline", "2", on_gpu(pipeline), [square], nvds),
+        ("P1_P2", "2", on_gpu(lambda: depth_figures(smoke, gpu)), [square, wide, floats], []),
+        # TensorRT last: where its libraries exist, the engine build can take minutes; the figures above come first.
+        ("da3_tensorrt_fast_b8", "2", da3("tensorrt", "fast", 8), [square], []),
+        ("da3_tensorrt_fast_b1", "2", da3("tensorrt", "fast", 1), [square], []),
+    ]
+    p9 = (2, 24) if smoke else (4, 240)
+
+    def p9_nvenc() -> dict:
+        if codec() != "h264_nvenc":
+            return {"skipped": "no NVENC here (nvenc_h264 in stage 2 says why)"}
+        return gpu_library.run(*p9, smoke, codec="h264_nvenc")
+
+    three = [
+        ("P9", "3", on_gpu(lambda: gpu_library.run(*p9, smoke)), [square, wide], nvds),
+        ("P9_nvenc", "3", on_gpu(p9_nvenc), [square, wide], nvds),
+    ]
+    return one + two + three
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_out = Path(os.environ["OUT"]) / "gpu_results.json" if os.environ.get("OUT") else None
+    parser.add_argument("--out", type=Path, default=default_out,
+                        help="results JSON (default $OUT/gpu_results.json where $OUT is set, else "
+                             "bench/gpu_results.json)")  # fmt: skip
+    parser.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        help="CPU providers, small sizes: checks that every path runs (figures mean nothing)",
+    )
+    parser.add_argument("--frames", type=int, default=240, help="frames of the 1080p pipeline clip")
+    parser.add_argument("--stage", choices=("1", "2", "3"), help="run one stage (see --list); default: all")
+    parser.add_argument("--only", default="", help="comma-separated checks to run (names as in the JSON)")
+    parser.add_argument("--list", action="store_true", help="print the stages and their checks, and exit")
+    args = parser.parse_args()
+    smoke = args.cpu_smoke
+    out = args.out or common.ROOT / "bench" / "gpu_results.json"
+    results: dict = {"host": _host(), "smoke": smoke, "stage": args.stage or "all"}
+    plan = checks(smoke, results, args.frames)
+    if args.list:
+        for stage in ("1", "2", "3"):
+            print(f"stage {stage}: exports, " + ", ".join(name for name, s, *_ in plan if s == stage))
+        return
+    only = {name for name in args.only.split(",") if name}
+    unknown = only - {name for name, *_ in plan} - {"exports"}
+    if unknown:
+        raise SystemExit(f"unknown checks {sorted(unknown)}; --list names them")
+    chosen = [c for c in plan if (not args.stage or c[1] == args.stage) and (not only or c[0] in only)]
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("stereo3d.runtime").setLevel(logging.INFO)  # the line naming the provider each session got
+    try:
+        import onnxruntime as ort
+
+        results["onnxruntime"] = {"version": ort.__version__, "file": ort.__file__,
+                                  "available_providers": ort.get_available_providers()}  # fmt: skip
+    except ImportError as exc:  # the checks that need it fail one by one; exports, torch and the renderer still run
+        results["onnxruntime"] = {"error": f"not importable: {exc}"}
+    _write(out, results)
+    # Every export the chosen checks use, up front and side by side. Stage 1 also makes those of stages 2 and 3
+    # (side by side they cost little more), so that the later stages on the same machine start at once.
+    ahead = plan if args.stage == "1" and not only else chosen
+    da3 = list(dict.fromkeys(m for c in ahead for m in c[3]))
+    nvds = list(dict.fromkeys(m for c in ahead for m in c[4]))
+    if da3 or nvds:
+        needed = [common.da3_model_path(*m).name for m in da3]
+        needed += [path.name for tier, modes in nvds for path in common.nvds_paths(tier, modes)]
+        _safe("exports", results, out, lambda: {"needed": needed, "made": common.ensure_models(da3=da3, nvds=nvds)})
+    for name, _, fn, _, _ in chosen:
+        _safe(name, results, out, fn)
+    # The figures without their log lines (those are in the file): what a lease call's output tail shows.
+    brief = {
+        k: {kk: vv for kk, vv in v.items() if kk != "log"} if isinstance(v, dict) else v for k, v in results.items()
+    }
+    print(json.dumps(brief, indent=1))
+    print(f"written {out}", file=sys.stderr)
+
+
 def _host() -> dict:
-    info = {"machine": platform.machine(), "python": sys.version.split()[0]}
+    info = {"machine": platform.machine(), "python": sys.version.split()[0], "cpus": os.cpu_count()}
     if shutil.which("nvidia-smi"):
         done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
                               capture_output=True, text=True, check=False)  # fmt: skip

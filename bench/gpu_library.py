@@ -27,8 +27,13 @@ from pathlib import Path
 from bench import common, pipeline
 
 
-def run(clips: int = 4, frames: int = 240, smoke: bool = False, codec: str = "libx264") -> dict:
+def run(clips: int = 4, frames: int = 240, smoke: bool = False, codec: str = "libx264",
+        providers: str | list[str] | None = None, precision: str = "exact") -> dict:  # fmt: skip
+    """P9. ``providers``: ``runtime.providers`` of the run; by default CUDA (then the CPU), not TensorRT, whose engine
+    builds (minutes, once per model and precision) would be most of a short run; ``auto`` or a list with
+    ``tensorrt`` measures a library whose engines are built."""
     size, tier = (common.SMALL_DA3_SIZE, common.NVDS_TIER) if smoke else (518, (512, 288))
+    providers = providers or (["cpu"] if smoke else ["cuda", "cpu"])
     width, height = (320, 180) if smoke else (1920, 1080)
     common.ensure_models(nvds=[(tier, ("split",))])
     work = pipeline.workdir(
@@ -37,8 +42,8 @@ def run(clips: int = 4, frames: int = 240, smoke: bool = False, codec: str = "li
         da3={"batch": 8},
         stabilise={"method": "nvds", "nvds_tier": f"{tier[0]}x{tier[1]}"},
         encode={"codec": codec, "preset": "veryfast"},
-        runtime={"providers": ["cpu"] if smoke else ["tensorrt", "cuda", "cpu"],
-                 "render_device": "cpu" if smoke else "auto", "trt_cache_dir": str(common.CACHE / "trt")},
+        runtime={"providers": providers, "precision": precision, "render_device": "cpu" if smoke else "auto",
+                 "trt_cache_dir": str(common.CACHE / "trt")},
         report={"qc": False},
     )  # fmt: skip
     _nvds_models(work, tier)
@@ -60,6 +65,7 @@ def run(clips: int = 4, frames: int = 240, smoke: bool = False, codec: str = "li
         "goal": ">= 0.8",
         "library": f"{clips} clips of {width}x{height}, {frames} frames each, with audio",
         "settings": f"DA3 small {size} (16:9 tier) batch 8, NVDS split {tier[0]}x{tier[1]}, full SBS, {codec} veryfast",
+        "runtime": {"providers": providers, "precision": precision},
         "output_fps": round(fps, 2),
         "wall_s": round(wall_s, 1),
         "encoder_alone_fps": round(encoder_fps, 2),
@@ -86,9 +92,9 @@ def _nvds_models(work: Path, tier: tuple[int, int]) -> None:
 
 def _encode_alone(result: Path, codec: str) -> float:
     """Seconds ffmpeg takes to decode ``result``'s video and encode it again as the render stage did."""
-    import imageio_ffmpeg
+    from stereo3d.io.ffmpeg import ffmpeg_exe
 
-    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-i", str(result), "-map", "0:v:0", "-c:v", codec,
+    cmd = [ffmpeg_exe(), "-v", "error", "-i", str(result), "-map", "0:v:0", "-c:v", codec,
            "-preset", "veryfast", "-crf", "18", "-pix_fmt", "yuv420p", "-f", "null", "-"]  # fmt: skip
     _, seconds = common.timed(lambda: subprocess.run(cmd, check=True, capture_output=True))
     return seconds
@@ -112,7 +118,10 @@ def _devices_used(work: Path) -> dict:
     used: dict[str, set] = {"providers": set(), "render": set()}
     for log in (work / "logs").rglob("*.log"):
         text = log.read_text(errors="replace")
-        used["providers"] |= set(re.findall(r"providers in use: (\S+)", text))
+        # sessions' line: "<model>: running on <device and provider>, precision <p>; opened in ..."
+        used["providers"] |= {
+            f"{on}, {precision}" for on, precision in re.findall(r"running on (.+?), precision ([^;]+);", text)
+        }
         used["render"] |= set(re.findall(r"rendering on (.+)", text))
     return {key: sorted(values) for key, values in used.items()}
 
@@ -149,10 +158,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clips", type=int, default=4)
     parser.add_argument("--frames", type=int, default=240)
+    parser.add_argument("--providers", default="", help="runtime.providers: auto, or a comma-separated list")
+    parser.add_argument("--precision", default="exact", choices=("exact", "fast"))
     parser.add_argument("--cpu-smoke", action="store_true")
     args = parser.parse_args()
     smoke = args.cpu_smoke
-    print(json.dumps(run(2 if smoke else args.clips, 24 if smoke else args.frames, smoke), indent=2))
+    providers = None if not args.providers else "auto" if args.providers == "auto" else args.providers.split(",")
+    figures = run(2 if smoke else args.clips, 24 if smoke else args.frames, smoke, providers=providers,
+                  precision=args.precision)  # fmt: skip
+    print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

@@ -22,13 +22,14 @@ import numpy as np
 
 from bench import common
 from stereo3d.io.encode import VideoEncoder
-from stereo3d.stages.render import stereo_frame
 from stereo3d.stereo.warp import StereoSettings, set_render_threads
 
 
 def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int = 518) -> dict:
     """Frames/s of the render stage's full SBS frames (``stereo_frame``), of libx264 veryfast on them, and the
     ratio."""
+    from stereo3d.stages.render import stereo_frame  # here: it imports PyAV, which scene() (gpu_check) needs not
+
     sources, nears = scene(frames, width, height, near_side)
     settings = StereoSettings()
     set_render_threads(len(os.sched_getaffinity(0)))  # as the render job sets its threads (every CPU here)
