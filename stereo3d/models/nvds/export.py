@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -248,7 +249,10 @@ def _quiet_exporter():
     for lg in noisy:
         lg.setLevel(logging.ERROR)
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        # torch's own pytree code warns that its LeafSpec check is deprecated (torch internals, not ours: a
+        # newcomer reads it as a fault of the export)
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
             yield
     finally:
         for lg, level in zip(noisy, levels):
