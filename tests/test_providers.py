@@ -16,6 +16,7 @@ from pathlib import Path
 
 import harness
 import numpy as np
+import onnxruntime
 import pytest
 
 from stereo3d.errors import BadModel
@@ -74,7 +75,7 @@ def test_open_session_falls_back_to_the_next_attempt_with_its_own_options(da3_mo
 
     monkeypatch.setattr(sessions, "_open", recording)
     monkeypatch.setattr(P, "machine", lambda: NVIDIA_MACHINE)
-    if CUDA not in __import__("onnxruntime").get_available_providers():
+    if CUDA not in onnxruntime.get_available_providers():
         pytest.skip("this onnxruntime build has no CUDA provider to fail with")
     with caplog.at_level(logging.INFO, logger=sessions.log.name):
         session = open_session(da3_model, SessionOptions(providers="auto", device_id=1, gpu_mem_limit_mb=512))

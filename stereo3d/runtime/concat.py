@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 
+from stereo3d.runtime.sessions import session_device
+
 INPUTS = 4  # NVDS's window: the features of four frames
 
 
@@ -30,8 +32,6 @@ def concat_session(like):
     """An InferenceSession of ``concat_model()`` where session ``like`` keeps its tensors: on its CUDA device, with
     CUDA's options, or else on the CPU (a plugin provider such as OpenVINO hands its outputs to the host)."""
     import onnxruntime as ort
-
-    from stereo3d.runtime.sessions import session_device
 
     if session_device(like)[0] != "cuda":
         return ort.InferenceSession(_model_bytes(), providers=["CPUExecutionProvider"])

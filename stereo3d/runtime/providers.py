@@ -8,7 +8,7 @@ really has, and the plan a session follows (one provider after another until one
   finds the ones pip installs). A provider with no device is never asked for: asking prints ONNX Runtime's red
   library and "EP Error" lines and falls back without the options we gave.
 * **``auto``** tries, in this order, every provider that has a device: NVIDIA GPUs (TensorRT, TensorRT-RTX,
-  CUDA), other GPUs (MIGraphX, DirectML, OpenVINO, WebGPU, CoreML), any other plugin's GPU or NPU, then the
+  CUDA), other GPUs (MIGraphX, DirectML, OpenVINO, WebGPU, CoreML), any other plugin's GPU, then the
   CPU's fast path (OpenVINO on an Intel CPU), then ONNX Runtime's own CPU provider. NPUs are tried only when
   named (``openvino:npu``): they compile static shapes, and the DA3 graph has a dynamic batch axis.
 * **Precision** (``exact`` | ``fast``) sets each provider's arithmetic: ``fast`` is fp16 on TensorRT, TF32 on CUDA,
@@ -62,7 +62,7 @@ class Request:
 
 
 def _tensorrt(request: Request, kind: str) -> dict[str, str]:
-    options = {"device_id": str(request.device_id), "trt_fp16_enable": _flag(request.precision == "fast")}
+    options = {"device_id": str(request.device_id), "trt_fp16_enable": str(request.precision == "fast")}
     if request.trt_cache_dir:
         options.update(
             trt_engine_cache_enable="True",
@@ -93,10 +93,6 @@ def _openvino(request: Request, kind: str) -> dict[str, str]:
     if request.threads and kind == "cpu":
         options["num_of_threads"] = str(request.threads)
     return options
-
-
-def _flag(value: bool) -> str:
-    return "True" if value else "False"
 
 
 # Every provider we know, by short name. Others a plugin brings work too, by their ONNX Runtime name or its short
@@ -133,6 +129,7 @@ AUTO_ORDER = (
 # A TensorRT session also lists CUDA (on the same device) for the nodes its engine does not take.
 COMPANIONS = {"tensorrt": ("cuda",)}
 NVIDIA_BUILT_IN = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+NVIDIA = {"tensorrt", "tensorrt_rtx", "cuda"}  # providers that run on a CUDA device (a job leases one)
 
 
 def short_name(ep: str) -> str:
@@ -174,7 +171,7 @@ class Machine:
     installed: frozenset[str]
     problems: dict[str, str] = field(default_factory=dict)
 
-    def why_not(self, ep: str, kind: str | None = None) -> str:
+    def why_not(self, ep: str | None, kind: str | None = None) -> str:
         if ep in self.problems:
             return self.problems[ep]
         if ep not in self.installed:
@@ -235,8 +232,8 @@ def plan(
     skipped: list[tuple[str, str]] = []
     taken: set[tuple[str, str]] = set()
     for name, kind in parse_request(providers):
-        if name == "*":  # auto: plugins not in the table, on a GPU or NPU
-            matches = [d for d in machine.devices if short_name(d.ep) not in PROVIDERS and d.kind in ("gpu", "npu")]
+        if name == "*":  # auto: plugins not in the table, on the kind given
+            matches = [d for d in machine.devices if short_name(d.ep) not in PROVIDERS and d.kind == kind]
         else:
             matches = [d for d in machine.devices if short_name(d.ep) == name and (kind is None or d.kind == kind)]
             matches.sort(key=lambda d: KINDS.index(d.kind))
@@ -245,7 +242,7 @@ def plan(
                 skipped.append((name, "not used for this model"))
             continue
         if not matches:
-            ep = PROVIDERS[name].ep if name in PROVIDERS else f"{name}?"
+            ep = PROVIDERS[name].ep if name in PROVIDERS else None  # a name no table row or plugin has
             if name != "*" and (not auto or ep in machine.installed or ep in machine.problems):
                 label = f"{name}:{kind}" if kind and not auto else name
                 if not any(s[0] == label for s in skipped):

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from stereo3d.errors import BadVideo, StereoError
 from stereo3d.runtime.devices import DeviceLease, acquire_device
+from stereo3d.runtime.providers import NVIDIA, parse_request
 from stereo3d.runtime.sessions import SessionOptions
 from stereo3d.workflow.failures import record_failure, record_path
 from stereo3d.workflow.sources import fingerprint
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-NVIDIA_PROVIDERS = {"cuda", "tensorrt", "tensorrt_rtx"}  # those that run on a CUDA device a job must lease
 _LEASE: DeviceLease | None = None  # the device lock lives as long as the job's process
 
 
@@ -91,7 +91,7 @@ def session_options(
     ``max_batch``.
     """
     providers = runtime.get("providers", "auto")
-    nvidia = providers == "auto" or bool({str(p).split(":")[0] for p in providers} & NVIDIA_PROVIDERS)
+    nvidia = any(name in NVIDIA for name, _ in parse_request(providers))
     lease = gpu_lease(runtime) if nvidia else None
     device_id = lease.device_id if lease is not None and lease.device_id is not None else 0
     return SessionOptions(
