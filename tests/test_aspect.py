@@ -3,12 +3,9 @@ covers the whole frame (no bars), and switching between the aspect fit and the s
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import numpy as np
 import pytest
-from harness import exported_workdir, snakemake, write_config
+from harness import exported_workdir, planned_jobs, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip
 from stereo3d.io.mapstore import MapReader
@@ -16,6 +13,8 @@ from stereo3d.io.probe import probe_video
 
 CLIPS = {"wide.mp4": (160, 90), "tall.mp4": (90, 160)}
 TIERS = {"wide": "da3_small_140x84_u8_letterbox", "tall": "da3_small_84x140_u8_letterbox"}
+# Coded 120x90 with pixels 4:3 wide (as a DVD's): shown 160x90, 16:9, and converted as such.
+ANAMORPHIC = dict(width=120, height=90, frames=6, fps="6", pattern="boxes", extra=("-vf", "setsar=4/3"))
 
 
 @pytest.fixture(scope="module")
@@ -23,15 +22,10 @@ def library(tmp_path_factory):
     workdir = exported_workdir(tmp_path_factory, "aspect")
     for name, (width, height) in CLIPS.items():
         make_clip(workdir / "videos" / name, width=width, height=height, frames=6, fps="6", pattern="boxes")
+    make_clip(workdir / "videos" / "dvd.mp4", **ANAMORPHIC)
     write_config(workdir, report={"qc": False})
     snakemake(workdir)
     return workdir
-
-
-def scheduled(workdir: Path) -> dict[str, int]:
-    text = snakemake(workdir, "-n").stdout
-    counts = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.MULTILINE)}
-    return {rule: n for rule, n in counts.items() if rule not in ("total", "all")}
 
 
 @pytest.mark.parametrize("video", sorted(TIERS))
@@ -53,11 +47,20 @@ def test_each_clip_runs_through_its_tier_and_its_depth_has_no_bars(library, vide
     assert (out["video"]["width"], out["video"]["height"]) == (2 * CLIPS[f"{video}.mp4"][0], CLIPS[f"{video}.mp4"][1])
 
 
+def test_an_anamorphic_source_runs_through_the_tier_of_its_display_shape(library):
+    (store,) = (library / "work/dvd/depth").glob("*/*.zarr")
+    assert store.parent.name == TIERS["wide"]  # 160x90 as shown, not 4:3 as coded
+    out = probe_video(library / "results/dvd/dvd_LRF_Full_SBS.mp4")["video"]
+    # Each eye at the display size in square pixels, side by side.
+    assert (out["width"], out["height"], out["sar"], out["display_width"]) == (320, 90, "1:1", 320)
+    assert out["frame_count"] == 6
+
+
 def test_the_square_fit_and_back_move_only_depth_onward(library):
     write_config(library, report={"qc": False}, da3={"fit": "letterbox"})
-    jobs = scheduled(library)
-    assert jobs == {"depth": 2, "near_plan": 2, "near_maps": 2, "render": 2, "join": 2}  # the export is there
+    jobs = planned_jobs(library)
+    assert jobs == {"depth": 3, "near_plan": 3, "near_maps": 3, "render": 3, "join": 3}  # the export is there
     write_config(library, report={"qc": False}, da3={"fit": "aspect", "aspect_tiers": ["16:9", "9:16", "1:1"]})
-    assert scheduled(library) == {}  # the same tiers for these clips: nothing moves
+    assert planned_jobs(library) == {}  # the same tiers for these clips: nothing moves
     write_config(library, report={"qc": False})
-    assert scheduled(library) == {}
+    assert planned_jobs(library) == {}

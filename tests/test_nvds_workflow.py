@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness import exported_workdir, snakemake, write_config
+from harness import exported_workdir, planned_jobs, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip
 from stereo3d.io.decode import FrameReader
@@ -42,21 +42,11 @@ def result_frames(path: Path) -> np.ndarray:
         return np.stack(list(frames))
 
 
-def scheduled(workdir: Path) -> dict[str, int]:
-    text = snakemake(workdir, "-n").stdout
-    counts = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.MULTILINE)}
-    return {rule: n for rule, n in counts.items() if rule not in ("total", "all")}
-
-
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    from stereo3d.demo.smoke import write_smoke_checkpoint
-    from stereo3d.models.nvds.model import NvdsConfig
-
-    workdir = exported_workdir(tmp_path_factory, "nvds-library")
+    workdir = exported_workdir(tmp_path_factory, "nvds-library", nvds=True)  # the split pair at 96x64 too
     make_clip(workdir / "videos/moving.mp4", width=64, height=36, frames=40, fps="10", audio=True)
     make_clip(workdir / "videos/other.mkv", width=48, height=48, frames=12, fps="8", pattern="mandelbrot")
-    write_smoke_checkpoint(workdir / "weights/NVDS/NVDS_Stabilizer.pth", config=NvdsConfig.tiny())
     configure(workdir, segments={"frames": 0})
     snakemake(workdir)
     whole = {
@@ -104,7 +94,7 @@ def test_nvds_graphs_from_a_sheet_row_runs_the_monolith_for_that_video_only(libr
     workdir, whole = library
     (workdir / "videos.tsv").write_text("video\tstabilise.nvds_graphs\nmoving.mp4\tmonolith\n")
     configure(workdir, segments={"frames": 0}, library={"sheet": "videos.tsv"})
-    plan = scheduled(workdir)
+    plan = planned_jobs(workdir)
     assert plan == {"export_nvds_monolith": 1, "near_maps": 1, "render": 1, "join": 1}
     snakemake(workdir)
     logs = {p.parts[-4]: p.read_text() for p in (workdir / "logs/near_maps").glob("*/*/*/*.log")}

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import exported_workdir, snakemake, write_config
+from harness import exported_workdir, planned_jobs, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip
 from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
@@ -29,12 +29,6 @@ NAMES = [
     "Überraschung 🎬.mkv",
 ]
 TINY = dict(width=64, height=36, frames=8, fps="8")
-
-
-def scheduled(workdir: Path, *args: str) -> dict[str, int]:
-    text = snakemake(workdir, "-n", *args).stdout
-    counts = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.MULTILINE)}
-    return {rule: n for rule, n in counts.items() if rule not in ("total", "all")}
 
 
 def put_clip(folder: Path, name: str, **options) -> Path:
@@ -86,13 +80,18 @@ def test_a_bad_file_is_a_row_of_the_report_not_a_blocker(library):
 
 def test_a_failed_file_is_not_tried_again_until_it_changes(library):
     workdir, _ = library
-    assert scheduled(workdir) == {"qc_library": 1}  # the failure is now known before any job: the table moves
+    assert planned_jobs(workdir) == {"qc_library": 1}  # the failure is now known before any job: the table moves
     snakemake(workdir)
-    assert scheduled(workdir) == {}
+    assert planned_jobs(workdir) == {}
+    # To try it again anyway (README): delete its work folder, and it is probed again.
+    shutil.rmtree(workdir / "work/empty")
+    assert planned_jobs(workdir) == {"probe": 1, "qc_exports": 1, "qc_library": 1}
+    snakemake(workdir)  # tried again: still empty, so it failed again, and is remembered again
+    assert (workdir / "work/empty/failed.json").is_file() and planned_jobs(workdir) == {}
     put_clip(workdir / "videos", "replacement.mp4")
     os.replace(workdir / "videos/replacement.mp4", workdir / "videos/empty.mp4")
     # The rest follows once it is probed (the exports table too: which export a video uses depends on its shape).
-    assert scheduled(workdir) == {"probe": 1, "qc_exports": 1, "qc_library": 1}
+    assert planned_jobs(workdir) == {"probe": 1, "qc_exports": 1, "qc_library": 1}
     snakemake(workdir)
     assert result_of(workdir, "empty.mp4").is_file()
     assert not (workdir / "work/empty/failed.json").exists()
@@ -101,19 +100,19 @@ def test_a_failed_file_is_not_tried_again_until_it_changes(library):
 def test_a_moved_renamed_or_copied_library_recomputes_nothing(library):
     workdir, _ = library
     snakemake(workdir)
-    assert scheduled(workdir) == {}
+    assert planned_jobs(workdir) == {}
     (workdir / "videos").rename(workdir / "Films")
     write_config(workdir, segments={"frames": 0}, library={"folder": "Films"})
-    assert scheduled(workdir) == {}
+    assert planned_jobs(workdir) == {}
     # A copy has new file times but the same content: still nothing.
     shutil.copytree(workdir / "Films", workdir / "Copied", copy_function=shutil.copy)
     write_config(workdir, segments={"frames": 0}, library={"folder": "Copied"})
-    assert scheduled(workdir) == {}
+    assert planned_jobs(workdir) == {}
     # Changed content reprobes it (and everything after, once the probe has run).
     first = workdir / "Copied" / NAMES[0]
     with first.open("ab") as fh:
         fh.write(b"\0" * 16)
-    assert scheduled(workdir) == {"probe": 1, "qc_exports": 1, "qc_library": 1}
+    assert planned_jobs(workdir) == {"probe": 1, "qc_exports": 1, "qc_library": 1}
 
 
 def styled_source(make_clip, tmp_path: Path) -> Path:
@@ -147,7 +146,8 @@ def test_the_container_of_the_result(make_clip, tmp_path, container):
     banner = run_ffmpeg(["-i", ffmpeg_url(final)], final, "reading", check=False).stderr.decode()
     assert out["video"]["frame_count"] == 12
     if container == "mp4":  # plays everywhere; holds less
-        assert st3d_mode(final) == 2  # side by side        assert [a["codec"] for a in out["audio"]] == ["aac"]
+        assert st3d_mode(final) == 2  # side by side
+        assert [a["codec"] for a in out["audio"]] == ["aac"]
         assert [s["codec"] for s in out["subtitles"]] == ["mov_text"]
         assert out["attachments"] == 0
     else:  # every stream as it came, the subtitles' font too
@@ -160,10 +160,11 @@ def test_the_container_of_the_result(make_clip, tmp_path, container):
 def test_the_container_setting_names_the_result_and_reruns_the_encode_and_mux_only(library):
     workdir, _ = library
     snakemake(workdir)  # whatever the tests before left to do
-    write_config(workdir, segments={"frames": 0}, library={"folder": "Copied"}, encode={"container": "mkv"})
-    plan = scheduled(workdir)
+    # One video shows it: the container set on its own sheet row (encode is a per-video section).
+    (workdir / "videos.tsv").write_text(f"video\tencode.container\n{NAMES[-1]}\tmkv\n", encoding="utf-8")
+    write_config(workdir, segments={"frames": 0}, library={"folder": "Copied", "sheet": "videos.tsv"})
     # No model job: the encoded video was removed once muxed (no second copy of every result in work/).
-    assert set(plan) == {"render", "join", "qc_library"}
+    assert planned_jobs(workdir) == {"render": 1, "join": 1, "qc_library": 1}
     snakemake(workdir)
     vid = video_id(NAMES[-1])
     out = probe_video(workdir / "results" / vid / f"{vid}_LRF_Full_SBS.mkv")
@@ -181,7 +182,7 @@ def test_kept_encoded_videos_make_a_container_change_a_remux(library):
     assert len(list((workdir / "work" / vid / "render").rglob("*.mkv"))) == 1
     write_config(workdir, segments={"frames": 0, "keep_encoded": True}, library={"folder": "Copied"},
                  encode={"container": "mkv"})  # fmt: skip
-    plan = scheduled(workdir)
+    plan = planned_jobs(workdir)
     assert "join" in plan and "render" not in plan  # the mux alone
 
 

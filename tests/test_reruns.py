@@ -4,14 +4,13 @@ schema, so a new key cannot be added without saying what it reruns."""
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
 import harness
 import numpy as np
 import pytest
-from harness import exported_workdir, snakemake, write_config
+from harness import NVDS_TIER, exported_workdir, planned_jobs, planned_jobs_each, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip
 from stereo3d.workflow.config import load_schema
@@ -124,28 +123,29 @@ def schema_keys(node: dict = SCHEMA, prefix: str = "") -> set[str]:
     return keys
 
 
-def scheduled(workdir: Path) -> set[str]:
-    """The rules a dry run would run (its 'Job stats' table), without the target rule."""
-    text = snakemake(workdir, "-n").stdout
-    rules = set(re.findall(r"^(\w+)\s+\d+$", text, flags=re.MULTILINE)) - {"total", "all"}
-    return rules
-
-
-def configure(workdir: Path, dotted: str | None = None, value=None, **base) -> None:
-    overrides = {section: dict(values) for section, values in {**BASE, **base}.items()}
+def overrides(dotted: str | None = None, value=None, **base) -> dict:
+    """The config overrides of the base library with ``dotted`` (``section.key`` or a section) set to ``value``."""
+    result = {section: dict(values) for section, values in {**BASE, **base}.items()}
     if dotted is not None:
         if "." in dotted:
             section, name = dotted.split(".")
-            overrides.setdefault(section, {})[name] = value
+            result.setdefault(section, {})[name] = value
         else:
-            overrides[dotted] = value
-    write_config(workdir, **overrides)
+            result[dotted] = value
+    return result
 
 
-def library_workdir(tmp_path_factory, name: str) -> Path:
+def scheduled_each(workdir: Path, table: dict, **base) -> dict[str, set[str]]:
+    """The rules a dry run would run (without the target rule) with each key of ``table`` changed alone; all
+    the dry runs in one process (harness.planned_jobs_each)."""
+    changed = {key: overrides(key, value, **base) for key, (value, _) in table.items()}
+    return {key: set(jobs) for key, jobs in planned_jobs_each(workdir, changed).items()}
+
+
+def library_workdir(tmp_path_factory, name: str, nvds: bool = False) -> Path:
     """A work folder with the session's DA3 export, and Snakemake's records of how it was made (the export ran
     in the session's cache folder), so that a change of an export setting is seen as one."""
-    workdir = exported_workdir(tmp_path_factory, name)
+    workdir = exported_workdir(tmp_path_factory, name, nvds=nvds)
     records = harness._cache["cache"] / ".snakemake" / "metadata"
     shutil.copytree(records, workdir / ".snakemake" / "metadata", dirs_exist_ok=True)
     return workdir
@@ -168,41 +168,35 @@ def ema_library(tmp_path_factory):
     (workdir / "weights/DA3/Base").mkdir(parents=True)
     base = {HUB_PREFIX + WIDTH_KEY: np.zeros((768, 3, 14, 14), np.float16)}
     save_file(base, str(workdir / "weights/DA3/Base/model.safetensors"))
-    configure(workdir)
+    write_config(workdir, **overrides())
     snakemake(workdir)
-    assert scheduled(workdir) == NOTHING
+    assert planned_jobs(workdir) == {}
     return workdir
-
-
-@pytest.mark.parametrize("key", sorted(k for k, v in EMA_LIBRARY.items() if v is not NOT_A_STAGE_SETTING))
-def test_a_setting_reruns_exactly_the_stages_that_read_it(ema_library, key):
-    value, expected = EMA_LIBRARY[key]
-    configure(ema_library, key, value)
-    try:
-        assert scheduled(ema_library) == expected
-    finally:
-        configure(ema_library)
 
 
 @pytest.fixture(scope="module")
-def nvds_library(tmp_path_factory):
-    from stereo3d.demo.smoke import write_smoke_checkpoint
-    from stereo3d.models.nvds.model import NvdsConfig
+def ema_plans(ema_library):
+    return scheduled_each(ema_library, {k: v for k, v in EMA_LIBRARY.items() if v is not NOT_A_STAGE_SETTING})
 
-    workdir = library_workdir(tmp_path_factory, "reruns-nvds")
+
+@pytest.mark.parametrize("key", sorted(k for k, v in EMA_LIBRARY.items() if v is not NOT_A_STAGE_SETTING))
+def test_a_setting_reruns_exactly_the_stages_that_read_it(ema_plans, key):
+    assert ema_plans[key] == EMA_LIBRARY[key][1]
+
+
+NVDS_STABILISE = {"method": "nvds", "nvds_tier": NVDS_TIER}
+
+
+@pytest.fixture(scope="module")
+def nvds_plans(tmp_path_factory):
+    workdir = library_workdir(tmp_path_factory, "reruns-nvds", nvds=True)
     make_clip(workdir / "videos/clip.mp4", width=64, height=36, frames=20, fps="10")
-    write_smoke_checkpoint(workdir / "weights/NVDS/NVDS_Stabilizer.pth", config=NvdsConfig.tiny())
-    configure(workdir, stabilise={"method": "nvds", "nvds_tier": "96x64"})
+    write_config(workdir, **overrides(stabilise=NVDS_STABILISE))
     snakemake(workdir)
-    return workdir
+    assert planned_jobs(workdir) == {}
+    return scheduled_each(workdir, NVDS_LIBRARY, stabilise=NVDS_STABILISE)
 
 
 @pytest.mark.parametrize("key", sorted(NVDS_LIBRARY))
-def test_nvds_settings_rerun_an_nvds_library_and_ema_settings_do_not(nvds_library, key):
-    value, expected = NVDS_LIBRARY[key]
-    stabilise = {"method": "nvds", "nvds_tier": "96x64"}
-    configure(nvds_library, key, value, stabilise=stabilise)
-    try:
-        assert scheduled(nvds_library) == expected
-    finally:
-        configure(nvds_library, stabilise=stabilise)
+def test_nvds_settings_rerun_an_nvds_library_and_ema_settings_do_not(nvds_plans, key):
+    assert nvds_plans[key] == NVDS_LIBRARY[key][1]

@@ -32,9 +32,19 @@ def reference(tmp_path_factory):
     return workdir, (workdir / RESULT).read_bytes()
 
 
-def fresh_start(workdir: Path) -> None:
-    for sub in ("work", "results", "logs", ".snakemake"):
-        shutil.rmtree(workdir / sub, ignore_errors=True)
+# What each stage's run starts without: its own outputs and all after them. The stages before it are kept, as a
+# real rerun keeps finished work, so each test computes only from its stage on.
+REDO = {
+    "depth": ("work", "results", "logs", ".snakemake"),
+    "near_maps": ("work/clip/near/*/*/*.zarr", "work/clip/render", "results", "logs/near_maps", "logs/render"),
+    "render": ("work/clip/render", "results", "logs/render"),
+}
+
+
+def fresh_start(workdir: Path, stage: str) -> None:
+    for pattern in REDO[stage]:
+        for path in workdir.glob(pattern):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def written_maps(partial: Path) -> int:
@@ -84,7 +94,7 @@ def test_a_job_killed_midway_resumes_after_its_last_chunk(reference, stage):
     workdir, uninterrupted = reference
     progress, enough = STAGES[stage]
     for _attempt in range(5):
-        fresh_start(workdir)
+        fresh_start(workdir, stage)
         process = subprocess.Popen(snakemake_cmd(workdir, "--cores", "1"), stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + 600

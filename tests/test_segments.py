@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from harness import export_cache
+from harness import export_cache, planned_jobs
 
 from stereo3d.demo import samples
 from stereo3d.io.mapstore import MapReader
@@ -61,15 +60,6 @@ def configure(workdir: Path, **sections) -> None:
     (workdir / "test.yaml").write_text(yaml.safe_dump(config))
 
 
-def scheduled(workdir: Path) -> dict[str, int]:
-    """The jobs a dry run would run, by rule (the 'Job stats' table), without the target rule."""
-    text = run(workdir, "-n")
-    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.MULTILINE))
-    counts.pop("total", None)
-    counts.pop("all", None)
-    return {rule: int(n) for rule, n in counts.items()}
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """DA3 Small at longest side 140, every aspect tier, from smoke weights (the session's shared exports)."""
@@ -100,60 +90,42 @@ TWO_CLIPS = {
 }
 
 
-def test_the_result_is_the_same_whatever_the_segment_size(tmp_path, models):
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory, models):
+    """Both clips converted once in segments of 16 frames (the base config). The long clip's near maps and result
+    are kept as they were then: the last test changes this library's settings."""
+    workdir = tmp_path_factory.mktemp("segmented")
+    library(workdir, models, TWO_CLIPS)
+    configure(workdir)
+    run(workdir)
+    assert len(list((workdir / "work/long/depth").glob("*/*.zarr"))) == 3  # 0-16, 16-32, 32-40
+    return workdir, near_maps_of(workdir, "long"), (workdir / LONG_RESULT).read_bytes()
+
+
+LONG_RESULT = "results/long/long_LRF_Full_SBS.mp4"
+
+
+def test_the_result_is_the_same_whatever_the_segment_size(tmp_path, models, segmented):
+    _, segmented_maps, segmented_bytes = segmented
     library(tmp_path, models, {"long.mp4": TWO_CLIPS["long.mp4"]})
-    # Lossless x264 (crf 0): the decoded result is the rendered frames, so equal pixels prove equal renders.
-    configure(tmp_path, segments={"frames": 0}, encode={"crf": 0})
+    configure(tmp_path, segments={"frames": 0})
     run(tmp_path)
-    whole = near_maps_of(tmp_path, "long")
-    whole_result = tmp_path / "results/long/long_LRF_Full_SBS.mp4"
-    whole_probe = probe_video(whole_result)
-    whole_frames = decoded(whole_result)
-    whole_bytes = whole_result.read_bytes()
     assert len(list((tmp_path / "work/long/depth").glob("*/*.zarr"))) == 1
-
-    configure(tmp_path, segments={"frames": 16}, encode={"crf": 0})
-    run(tmp_path)
-    assert len(list((tmp_path / "work/long/depth").glob("*/*.zarr"))) == 1 + 3  # 0-16, 16-32, 32-40
-    segmented = near_maps_of_segmented(tmp_path, "long")
     # The EMA ranges are planned over the whole video: every segment applies the same ranges to the same depth.
-    np.testing.assert_array_equal(segmented, whole)
-    result = probe_video(tmp_path / "results/long/long_LRF_Full_SBS.mp4")
-    assert result["video"]["frame_count"] == whole_probe["video"]["frame_count"] == 40
-    np.testing.assert_allclose(result["frame_pts_s"], whole_probe["frame_pts_s"], atol=1e-3)
-    assert result["audio"]
-    np.testing.assert_array_equal(decoded(tmp_path / "results/long/long_LRF_Full_SBS.mp4"), whole_frames)
-    # Segments of whole pieces encode the very same pieces as the whole-video job: the same file, byte for byte.
-    assert (tmp_path / "results/long/long_LRF_Full_SBS.mp4").read_bytes() == whole_bytes
+    np.testing.assert_array_equal(segmented_maps, near_maps_of(tmp_path, "long"))
+    result = probe_video(tmp_path / LONG_RESULT)
+    assert result["video"]["frame_count"] == 40 and result["audio"]
+    np.testing.assert_allclose(result["frame_pts_s"], np.arange(40) / 10, atol=1e-3)
+    # Segments of whole pieces encode the very same pieces as the whole-video job: the same file, byte for byte
+    # (so the same frames, and the same audio).
+    assert (tmp_path / LONG_RESULT).read_bytes() == segmented_bytes
 
 
-def decoded(path: Path) -> np.ndarray:
-    from stereo3d.io.decode import FrameReader
-
-    with FrameReader(path, probe_video(path)) as frames:
-        return np.stack(list(frames))
-
-
-def near_maps_of_segmented(workdir: Path, video: str) -> np.ndarray:
-    (folder,) = [p for p in (workdir / "work" / video / "near").glob("*/*") if p.is_dir()]
-    parts = []
-    for path in sorted(folder.glob("*.zarr")):
-        if re.fullmatch(r"\d{8}-\d{8}\.zarr", path.name) and path.name != "00000000-00000040.zarr":
-            with MapReader(path) as maps:
-                parts.append(maps.read())
-    return np.concatenate(parts)
-
-
-def test_a_killed_run_resumes_without_recomputing_finished_segments(tmp_path, models):
+def test_a_killed_run_resumes_without_recomputing_finished_segments(tmp_path, models, segmented):
+    _, _, uninterrupted = segmented
     library(tmp_path, models, {"long.mp4": TWO_CLIPS["long.mp4"]})
     configure(tmp_path)
-    run(tmp_path)
-    final = tmp_path / "results/long/long_LRF_Full_SBS.mp4"
-    uninterrupted = final.read_bytes()
-    shutil.rmtree(tmp_path / "work")
-    shutil.rmtree(tmp_path / "results")
-    shutil.rmtree(tmp_path / ".snakemake")
-
+    final = tmp_path / LONG_RESULT
     process = subprocess.Popen(
         command(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -173,31 +145,29 @@ def test_a_killed_run_resumes_without_recomputing_finished_segments(tmp_path, mo
     assert final.read_bytes() == uninterrupted
 
 
-def test_reruns_schedule_exactly_the_stages_a_setting_touches(tmp_path, models):
-    library(tmp_path, models, TWO_CLIPS)
-    configure(tmp_path)
-    run(tmp_path)
+def test_reruns_schedule_exactly_the_stages_a_setting_touches(segmented):
+    tmp_path, _, _ = segmented  # the module's library, changed from here on: this test comes last
     segs = 3 + 2  # long: 40 frames, short: 18 frames, in segments of 16
-    assert scheduled(tmp_path) == {}
+    assert planned_jobs(tmp_path) == {}
 
     # What each setting reruns, key by key, is tests/test_reruns.py; here: the counts per segment, a setting
     # switched back, and sheet rows.
     configure(tmp_path, render={"divergence_pct": 3.0})
-    assert scheduled(tmp_path) == {"render": segs, "join": 2}
+    assert planned_jobs(tmp_path) == {"render": segs, "join": 2}
     configure(tmp_path, stabilise={"ema_alpha": 0.3})
-    assert scheduled(tmp_path) == {"near_plan": 2, "near_maps": segs, "render": segs, "join": 2}
+    assert planned_jobs(tmp_path) == {"near_plan": 2, "near_maps": segs, "render": segs, "join": 2}
 
     # A setting switched back finds its old near maps: no model job; the encoded videos went once joined (temp).
     configure(tmp_path, render={"divergence_pct": 3.0})
     run(tmp_path)
     configure(tmp_path)
-    assert scheduled(tmp_path) == {"render": segs, "join": 2}
+    assert planned_jobs(tmp_path) == {"render": segs, "join": 2}
 
     # A sheet row reruns its own video only, from the first stage its cells touch.
     run(tmp_path)
     (tmp_path / "videos.tsv").write_text("video\trender.layout\nlong.mp4\thalf_sbs\n")
     configure(tmp_path, library={"sheet": "videos.tsv"})
-    assert scheduled(tmp_path) == {"render": 3, "join": 1}
+    assert planned_jobs(tmp_path) == {"render": 3, "join": 1}
     (tmp_path / "videos.tsv").write_text("video\trender.layout\tstabilise.method\n"
                                          "long.mp4\thalf_sbs\t\nshort\t\tframe\n")  # fmt: skip
-    assert scheduled(tmp_path) == {"render": segs, "near_maps": 2, "join": 2}
+    assert planned_jobs(tmp_path) == {"render": segs, "near_maps": 2, "join": 2}

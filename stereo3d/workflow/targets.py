@@ -14,6 +14,7 @@ from stereo3d.models.da3.tiers import export_shape, tier_shapes
 from stereo3d.models.names import da3_onnx_name, da3_weights_folder, nvds_onnx_names
 from stereo3d.models.validation import validation_path
 from stereo3d.stabilisers import Stabiliser, get_stabiliser
+from stereo3d.stages.probe import probe_failed
 from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.stereo.warp import StereoSettings
 from stereo3d.workflow import keys
@@ -30,7 +31,13 @@ class Targets:
     """``settings``: id → the video's per-video sections (config with its sheet row laid over); ``videos``: id →
     source path of the videos to convert (until ``link_sources`` leaves out those that failed before)."""
 
-    def __init__(self, config: dict, settings: dict[str, dict], videos: dict[str, Path]):
+    def __init__(
+        self,
+        config: dict,
+        settings: dict[str, dict],
+        videos: dict[str, Path],
+        display_of: Callable[[str], tuple[int, int]] | None = None,
+    ):
         self.config, self.settings = config, settings
         self.paths = Paths(config["paths"])
         self.demo = bool(config["demo"])
@@ -39,8 +46,8 @@ class Targets:
         self.fingerprints: dict[str, str] = {}
         self.links: dict[str, str] = {}
         self.failed: dict[str, dict] = {}
-        # video -> (display width, display height), from its probe; common.smk sets it (a checkpoint's output).
-        self.display_of: Callable[[str], tuple[int, int]] | None = None
+        # video -> (display width, display height), from its probe: a checkpoint's output, which common.smk reads.
+        self.display_of = display_of
 
     def link_sources(self) -> None:
         """Give each source its link and fingerprint under the work folder (stereo3d.workflow.sources), and leave
@@ -55,6 +62,17 @@ class Targets:
                 self.failed[video] = record
         sources.save()
         self.videos = {video: path for video, path in self.all_videos.items() if video not in self.failed}
+
+    def failures(self, summary_of: Callable[[str], dict | None]) -> dict[str, str]:
+        """Video -> one-line reason, for every video that cannot be converted: those remembered as failed, and
+        those whose probe summary (``summary_of(video)``, None where there is none yet) says so."""
+        found = {video: record["reason"] for video, record in self.failed.items()}
+        for video in self.videos:
+            summary = summary_of(video)
+            reason = None if summary is None else probe_failed(summary)
+            if reason is not None:
+                found[video] = reason
+        return dict(sorted(found.items()))
 
     # --- sources ------------------------------------------------------------------------------------------------
     def source(self, video: str) -> str:

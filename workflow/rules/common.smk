@@ -38,6 +38,34 @@ def _validated_config():
     config.update(checked)
 
 
+# --- known once a video's probe (a checkpoint) has run ------------------------------------------
+_PROBED = {}
+
+
+def probed(video):
+    """The video's probe result (read once per run)."""
+    path = checkpoints.probe.get(video=video).output.json
+    if path not in _PROBED:
+        with open(path) as fh:
+            _PROBED[path] = json.load(fh)
+    return _PROBED[path]
+
+
+def display_size(summary):
+    """A probe summary's display size, which picks the video's DA3 export under fit aspect."""
+    return summary["video"]["display_width"], summary["video"]["display_height"]
+
+
+def display(video):
+    return display_size(probed(video))
+
+
+def probe_on_disk(video):
+    """The video's probe summary if its probe has run (no probe job is scheduled for it), else None."""
+    path = Path(fill(P.probe, video=video))
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def _targets():
     folder = Path(config["library"]["folder"])
     if config[
@@ -58,7 +86,7 @@ def _targets():
     settings, videos = per_video_settings(
         config, CONFIG_SCHEMA, sheet_schema, sheet, library, folder
     )
-    return Targets(config, settings, videos)
+    return Targets(config, settings, videos, display_of=display)
 
 
 at_parse_time(_validated_config)
@@ -82,31 +110,6 @@ wildcard_constraints:
     ext="mp4|mkv",
 
 
-# --- known once a video's probe (a checkpoint) has run ------------------------------------------
-_PROBED = {}
-
-
-def probed(video):
-    """The video's probe result (read once per run)."""
-    path = checkpoints.probe.get(video=video).output.json
-    if path not in _PROBED:
-        with open(path) as fh:
-            _PROBED[path] = json.load(fh)
-    return _PROBED[path]
-
-
-def display_size(summary):
-    """A probe summary's display size, which picks the video's DA3 export under fit aspect."""
-    return summary["video"]["display_width"], summary["video"]["display_height"]
-
-
-def display(video):
-    return display_size(probed(video))
-
-
-T.display_of = display
-
-
 def converting():
     """The videos whose probe found them convertible: a failed one is a row of the report, not a blocker."""
     return [v for v in sorted(T.videos) if probe_failed(probed(v)) is None]
@@ -114,36 +117,28 @@ def converting():
 
 def failures():
     """Video → one-line reason, for every video that cannot be converted (this run's and remembered ones)."""
-    found = {video: record["reason"] for video, record in T.failed.items()}
-    for video in T.videos:
-        reason = probe_failed(probed(video))
-        if reason is not None:
-            found[video] = reason
-    return dict(sorted(found.items()))
+    return T.failures(probed)
 
 
 def probed_on_disk(video):
     """The video's display size from a probe already on disk (no probe job is scheduled), else None."""
-    path = Path(fill(P.probe, video=video))
-    if not path.is_file():
-        return None
-    summary = json.loads(path.read_text())
-    return None if probe_failed(summary) is not None else display_size(summary)
+    summary = probe_on_disk(video)
+    return (
+        None
+        if summary is None or probe_failed(summary) is not None
+        else display_size(summary)
+    )
 
 
 def summarise_failures():
     """One warning line per video that cannot be converted (run end: every probe that ran is on disk)."""
-    found = {video: record["reason"] for video, record in T.failed.items()}
-    for video in T.videos:
-        path = Path(fill(P.probe, video=video))
-        if path.is_file() and probe_failed(json.loads(path.read_text())) is not None:
-            found[video] = probe_failed(json.loads(path.read_text()))
+    found = T.failures(probe_on_disk)
     if found:
         print(
             f"warning: {len(found)} of {len(T.all_videos)} videos not converted:",
             file=sys.stderr,
         )
-        for video, reason in sorted(found.items()):
+        for video, reason in found.items():
             print(f"  {video}: {reason}", file=sys.stderr)
 
 
