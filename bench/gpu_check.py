@@ -175,18 +175,18 @@ def nvds_fps(provider: str, tier: tuple[int, int], iterations: int) -> dict:
 
 def nvenc_fps(codec: str, frames: int, width: int, height: int) -> dict:
     from bench.render_encode import scene
-    from stereo3d.io.encode import VideoEncoder, _nvenc_problem
+    from stereo3d.io.encode import VideoEncoder, VideoStream, hardware_problem
     from stereo3d.stereo.layouts import pack
     from stereo3d.stereo.warp import StereoSettings, render_stereo
 
-    problem = _nvenc_problem(codec, "yuv420p")
+    problem = hardware_problem(codec, "yuv420p")
     if problem is not None:
         return {"codec": codec, "available": False, "why": problem}
     sources, nears = scene(min(frames, 24), width, height, 518)
     packed = [pack(*render_stereo(f, n, StereoSettings()), "full_sbs") for f, n in zip(sources, nears)]
     work = common.scratch("gpu_nvenc")
     start = time.perf_counter()
-    with VideoEncoder(work / "sbs.mkv", 2 * width, height, "24", codec=codec, crf=18, preset="medium") as encoder:
+    with VideoEncoder(work / "sbs.mkv", VideoStream(2 * width, height, "24", codec=codec)) as encoder:
         for n in range(frames):
             encoder.write(packed[n % len(packed)])
     seconds = time.perf_counter() - start

@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from bench import common
-from stereo3d.io.encode import VideoEncoder
+from stereo3d.io.encode import VideoEncoder, VideoStream
 from stereo3d.stereo.warp import StereoSettings, set_render_threads
 
 
@@ -48,8 +48,7 @@ def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int 
 
     with tempfile.TemporaryDirectory(prefix="bench-render-encode-") as tmp:
         start = time.perf_counter()
-        with VideoEncoder(Path(tmp) / "sbs.mkv", 2 * width, height, "24", codec="libx264", crf=18,
-                          preset="veryfast") as encoder:  # fmt: skip
+        with VideoEncoder(Path(tmp) / "sbs.mkv", VideoStream(2 * width, height, "24", preset="veryfast")) as encoder:
             for frame in packed:
                 encoder.write(frame, owned=True)
         encode_s = time.perf_counter() - start

@@ -15,7 +15,7 @@ from test_delivery import FAST, STEREO, banner, near_store
 
 from stereo3d.errors import BadVideo
 from stereo3d.io.decode import FrameReader, _Conversion
-from stereo3d.io.encode import _encode_args
+from stereo3d.io.encode import VideoStream, encode_args
 from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
 from stereo3d.io.probe import display_size, probe_video, square_pixels
 from stereo3d.stages.join import join_segments
@@ -130,8 +130,8 @@ def test_square_pixel_source_is_decoded_as_before(make_clip):
     assert _Conversion(probe["video"], (64, 48), "rgb24").coded_size == (64, 48)  # no scaling added
     np.testing.assert_array_equal(read_all(source, probe), decode_plain(source, 64, 48))
     # The encoder tags nothing it did not tag before.
-    assert not any("setsar" in a for a in _encode_args("libx264", 18, "medium", "yuv420p", ".mkv", ()))
-    assert "setsar=1/1" in _encode_args("libx264", 18, "medium", "yuv420p", ".mkv", (), sar="1:1")[1]
+    assert not any("setsar" in a for a in encode_args(VideoStream(64, 48, "24"), ".mkv"))
+    assert "setsar=1/1" in encode_args(VideoStream(64, 48, "24", sar="1:1"), ".mkv")[1]
 
 
 @pytest.mark.parametrize("rotation", [0, 90], ids=["upright", "rotated_90"])

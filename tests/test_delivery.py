@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stereo3d.errors import BadConfig
 from stereo3d.io.decode import FrameReader
-from stereo3d.io.encode import VideoEncoder, resolve_codec
+from stereo3d.io.encode import VideoEncoder, VideoStream, resolve_codec
 from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
 from stereo3d.io.mapstore import write_maps
 from stereo3d.io.mux import mux_with_source
 from stereo3d.io.probe import probe_video
 from stereo3d.stages.join import join_segments
-from stereo3d.stages.render import EncodeSettings, choose_encoder, render_video
+from stereo3d.stages.render import EncodeSettings, choose_encoder, plan_render, render_video
 from stereo3d.stereo.layouts import LAYOUTS, output_size
 from stereo3d.stereo.warp import StereoSettings
 
@@ -147,7 +148,7 @@ def test_joined_result_keeps_the_source_frame_times_exactly(make_clip, tmp_path,
 def test_encoder_writes_the_timestamps_it_is_given(tmp_path):
     pts = [0.0, 0.04, 0.1, 0.12, 0.2, 0.3, 0.301, 0.5]
     out = tmp_path / "vfr.mkv"
-    with VideoEncoder(out, 32, 32, "25", preset="ultrafast", pts_s=pts, time_base="1/1000") as encoder:
+    with VideoEncoder(out, VideoStream(32, 32, "25", preset="ultrafast", time_base="1/1000"), pts_s=pts) as encoder:
         for n in range(len(pts)):
             encoder.write(np.full((32, 32, 3), n * 20, np.uint8))
     assert probe_video(out)["frame_pts_s"] == pytest.approx(pts, abs=1e-3)
@@ -210,14 +211,85 @@ def test_deep_codec_replaces_h264_for_ten_bit_sources_unless_told_to_keep_it():
     assert choose_encoder(deep, EncodeSettings(pix_fmt="yuv420p")) == ("libx264", "yuv420p")
 
 
-def test_nvenc_is_used_only_where_it_encodes_else_a_warning_and_software(caplog):
+def built_in_encoders() -> str:
+    """ffmpeg's own list of the encoders it was built with (an oracle independent of the probe under test)."""
+    return run_ffmpeg(["-encoders"], None, "listing encoders").stdout.decode()
+
+
+@pytest.mark.parametrize(
+    ("codec", "pix_fmt", "software"),
+    [("h264_videotoolbox", "yuv420p", "libx264"), ("hevc_videotoolbox", "yuv420p10le", "libx265")],
+)
+def test_a_hardware_encoder_this_ffmpeg_lacks_gives_way_to_software_with_a_one_line_reason(
+    caplog, codec, pix_fmt, software
+):
+    if f" {codec} " in built_in_encoders():
+        pytest.skip(f"this ffmpeg has {codec} (a macOS build)")
     with caplog.at_level(logging.WARNING, logger="stereo3d.io.encode"):
-        codec = resolve_codec("hevc_nvenc", "yuv420p10le")
-    if codec == "libx265":
-        assert "hevc_nvenc is not available here" in caplog.text
-    else:
-        assert codec == "hevc_nvenc"  # a machine with an NVENC-capable GPU
-    assert resolve_codec("libx264", "yuv420p") == "libx264"
+        assert resolve_codec(codec, pix_fmt) == software
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{codec} is not available here (Unknown encoder '{codec}'); encoding with {software} instead"
+    ]
+
+
+def test_a_software_encoder_is_taken_without_a_test_encode(caplog):
+    with caplog.at_level(logging.DEBUG):
+        assert resolve_codec("libx264", "yuv420p") == "libx264"
+        assert resolve_codec("libsvtav1", "yuv420p10le") == "libsvtav1"
+    assert caplog.records == []
+
+
+def test_an_encoder_is_refused_a_pixel_format_it_cannot_take_before_any_decoding():
+    with pytest.raises(BadConfig, match=r"encode.pix_fmt: libsvtav1 cannot encode yuv444p \(it takes yuv420p, "):
+        choose_encoder({"bit_depth": 8}, EncodeSettings(codec="libsvtav1", pix_fmt="yuv444p"))
+    # ... checked on the configured encoder, whatever this machine would fall back to
+    with pytest.raises(BadConfig, match="h264_qsv cannot encode yuv444p"):
+        choose_encoder({"bit_depth": 8}, EncodeSettings(codec="h264_qsv", pix_fmt="yuv444p"))
+    assert choose_encoder({"bit_depth": 10}, EncodeSettings(codec="libsvtav1")) == ("libsvtav1", "yuv420p10le")
+
+
+def test_av1_goes_into_mp4_and_mkv_but_not_mov(tmp_path):
+    with pytest.raises(ValueError, match=r"libsvtav1 cannot go into \.mov"):
+        VideoEncoder(tmp_path / "out.mov", VideoStream(64, 48, "24", codec="libsvtav1"))
+
+
+def test_av1_renders_reads_back_as_av1_and_keeps_its_stereo_signalling(make_clip, tmp_path):
+    source = make_clip("clip.mp4", width=64, height=48, frames=10, audio=True)
+    encode = EncodeSettings(codec="libsvtav1", preset="ultrafast", piece_frames=8)  # two pieces, joined
+    probe, video_only, summary = render(tmp_path, source, "full_sbs", encode)
+    assert (summary["codec"], summary["pix_fmt"], summary["size"]) == ("libsvtav1", "yuv420p", [128, 48])
+    out = probe_video(video_only)["video"]
+    assert (out["codec"], out["width"], out["height"], out["bit_depth"], out["frame_count"]) == ("av1", 128, 48, 8, 10)
+    final = mux_with_source(video_only, source, tmp_path / "final.mp4", probe)
+    result = probe_video(final)
+    assert result["video"]["codec"] == "av1" and result["video"]["frame_count"] == 10
+    assert [a["codec"] for a in result["audio"]] == ["aac"]
+    assert st3d_mode(final) == 2  # side by side, for VR players
+    assert decodes(final)
+
+
+def test_ten_bit_hdr_source_stays_ten_bit_av1_with_its_colour_tags(make_clip, tmp_path):
+    source = hdr_source(make_clip, tmp_path, frames=4)
+    _, video_only, summary = render(tmp_path, source, encode=EncodeSettings(codec="libsvtav1", preset="ultrafast"))
+    assert (summary["codec"], summary["pix_fmt"]) == ("libsvtav1", "yuv420p10le")  # AV1 is no H.264: kept
+    out = probe_video(video_only)["video"]
+    assert (out["codec"], out["bit_depth"], out["frame_count"]) == ("av1", 10, 4)
+    assert (out["color_space"], out["color_primaries"], out["color_transfer"]) == ("bt2020nc", "bt2020", "smpte2084")
+
+
+def test_the_render_plan_cuts_pieces_on_multiples_of_piece_frames_with_their_own_frame_times():
+    times = [n / 10 + (n // 3) / 10 for n in range(30)]  # every third interval twice as long
+    probe = {"video": {"display_width": 63, "display_height": 47, "fps_fraction": "10", "vfr": True,
+                       "time_base": "1/1000", "bit_depth": 8}, "frame_pts_s": times}  # fmt: skip
+    plan = plan_render("clip.mkv", probe, 5, 20, "half_sbs", EncodeSettings(piece_frames=8), {})
+    assert [(p.first, p.frames) for p in plan.pieces] == [(5, 3), (8, 8), (16, 8), (24, 1)]
+    assert plan.pieces[1].pts_s == pytest.approx([t - times[8] for t in times[8:16]])
+    assert plan.pieces[3].pts_s == (0.0,)
+    assert plan.size == (62, 47) and plan.padding == (0, 1)  # half SBS keeps even eyes; 4:2:0 wants even rows
+    assert (plan.stream.width, plan.stream.height, plan.stream.codec, plan.stream.depth) == (62, 48, "libx264", 8)
+    constant = plan_render("clip.mkv", {**probe, "video": {**probe["video"], "vfr": False}}, 0, 8, "full_sbs",
+                           EncodeSettings(piece_frames=8), {})  # fmt: skip
+    assert [(p.first, p.frames, p.pts_s) for p in constant.pieces] == [(0, 8, None)]
 
 
 STEREO_READBACK = {

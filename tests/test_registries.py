@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stereo3d.io.codecs import CODECS, PIX_FMTS, PRESETS, get_codec, software_codec
 from stereo3d.io.mapstore import MapWriter
 from stereo3d.models.da3.tiers import DEFAULT_TIERS, FITS
 from stereo3d.models.names import DA3_CONTRACTS, DA3_VARIANTS, NVDS_GRAPHS, nvds_onnx_names
 from stereo3d.stabilisers import Stabiliser, get_stabiliser, stabilisers
+from stereo3d.stages.render import PIECE_FRAMES, EncodeSettings
 from stereo3d.stereo.layouts import LAYOUTS, SIGNALS
 from stereo3d.workflow.config import load_schema, validate_config
 from stereo3d.workflow.keys import near_key, near_settings
@@ -35,6 +37,8 @@ def prop(dotted: str) -> dict:
         ("stabilise.method", lambda: stabilisers()),
         ("render.layout", lambda: LAYOUTS),
         ("encode.stereo_signal", lambda: SIGNALS),
+        ("encode.codec", lambda: CODECS),
+        ("encode.preset", lambda: PRESETS),
         ("da3.variant", lambda: DA3_VARIANTS),
         ("da3.contract", lambda: DA3_CONTRACTS),
         ("da3.fit", lambda: FITS),
@@ -68,6 +72,37 @@ def test_each_stabiliser_keys_on_settings_the_schema_has_and_config_yaml_documen
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
 def test_each_layout_is_documented_with_its_tag(name):
     assert name in CONFIG_DOC and LAYOUTS[name].tag in CONFIG_DOC
+
+
+def test_the_pixel_formats_and_deep_encoders_are_those_of_the_codec_rows():
+    assert prop("encode.pix_fmt")["enum"] == ["auto", *PIX_FMTS]
+    deep = {name for name, codec in CODECS.items() if codec.family != "h264" and max(codec.depths) > 8}
+    assert set(prop("encode.deep_codec")["enum"]) == {*deep, "same"}
+    assert "libx264" not in deep and {"libx265", "libsvtav1", "hevc_nvenc"} <= deep
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+def test_each_codec_is_documented_and_serves_every_setting_the_schema_allows(name):
+    codec = get_codec(name)
+    assert f" {name} " in CONFIG_DOC or f" {name}\n" in CONFIG_DOC or f" {name}:" in CONFIG_DOC, name
+    assert codec.family in ("h264", "hevc", "av1") and codec.encoder
+    for preset in PRESETS:  # every preset the schema allows has a meaning for this encoder
+        options = codec.quality(prop("encode.crf")["maximum"], preset)
+        assert options and all(isinstance(o, str) for o in options)
+    assert codec.quality(0, "medium") != codec.quality(51, "medium")  # crf reaches the encoder
+    for container in prop("encode.container")["enum"]:  # the finished file may be any the schema offers
+        assert f".{container}" in codec.containers
+    assert "yuv420p" in codec.pix_fmts  # auto on an 8-bit source
+    fallback = software_codec(codec.family)
+    assert fallback.hardware is None and set(codec.pix_fmts) <= set(fallback.pix_fmts)
+    assert (codec.hardware is None) == (fallback is codec)
+
+
+def test_the_encode_defaults_are_the_schemas_and_config_yamls():
+    config, _ = validate_config({}, SCHEMA)
+    assert EncodeSettings.from_config(config["encode"]) == EncodeSettings()
+    assert EncodeSettings().piece_frames == PIECE_FRAMES == prop("encode.piece_frames")["default"]
+    assert f"  piece_frames: {PIECE_FRAMES}\n" in CONFIG_DOC
 
 
 def test_near_key_changes_with_the_methods_own_keys_only():

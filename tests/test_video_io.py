@@ -9,7 +9,7 @@ import pytest
 
 from stereo3d.errors import BadVideo
 from stereo3d.io.decode import FrameReader, read_batches
-from stereo3d.io.encode import VideoEncoder
+from stereo3d.io.encode import VideoEncoder, VideoStream
 from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
 from stereo3d.io.mux import mux_with_source
 from stereo3d.io.probe import probe_video
@@ -164,7 +164,7 @@ def test_hostile_names_read_encode_and_mux(make_clip, tmp_path):
     probe = probe_video(source)
     frames = read_all(source, probe, start=3)
     encoded = tmp_path / (HOSTILE_NAME + " video.mkv")
-    with VideoEncoder(encoded, 160, 90, probe["video"]["fps_fraction"], preset="ultrafast") as encoder:
+    with VideoEncoder(encoded, VideoStream(160, 90, probe["video"]["fps_fraction"], preset="ultrafast")) as encoder:
         for frame in frames:
             encoder.write(frame)
     final = mux_with_source(encoded, source, tmp_path / (HOSTILE_NAME + " final.mp4"), probe)
@@ -180,7 +180,7 @@ def test_encoder_round_trip(make_clip, tmp_path, name):
     source = make_clip(frames=12, width=96, height=64)
     frames = read_all(source)
     out = tmp_path / name
-    with VideoEncoder(out, 96, 64, "24000/1001", crf=10, preset="ultrafast") as encoder:
+    with VideoEncoder(out, VideoStream(96, 64, "24000/1001", crf=10, preset="ultrafast")) as encoder:
         for frame in frames:
             encoder.write(frame)
     probe = probe_video(out)
@@ -196,7 +196,7 @@ def test_encoder_round_trip(make_clip, tmp_path, name):
 def test_encoder_leaves_nothing_when_the_producer_fails(tmp_path):
     out = tmp_path / "broken.mp4"
     with pytest.raises(RuntimeError, match="producer died"):
-        with VideoEncoder(out, 32, 32, "24") as encoder:
+        with VideoEncoder(out, VideoStream(32, 32, "24")) as encoder:
             for _ in range(5):
                 encoder.write(np.zeros((32, 32, 3), np.uint8))
             raise RuntimeError("producer died")
@@ -207,7 +207,7 @@ def test_encoder_failure_is_bad_video_and_leaves_nothing(tmp_path):
     out = tmp_path / "odd.mp4"
     # yuv420p cannot hold odd sizes with libx264: ffmpeg refuses once frames arrive.
     with pytest.raises(BadVideo) as caught:
-        with VideoEncoder(out, 33, 31, "24") as encoder:
+        with VideoEncoder(out, VideoStream(33, 31, "24")) as encoder:
             for _ in range(30):
                 encoder.write(np.zeros((31, 33, 3), np.uint8))
     assert caught.value.path == out
@@ -217,7 +217,7 @@ def test_encoder_failure_is_bad_video_and_leaves_nothing(tmp_path):
 def test_encoder_refuses_a_frame_of_the_wrong_shape(tmp_path):
     out = tmp_path / "shape.mkv"
     with pytest.raises(ValueError, match="frame must be uint8"):
-        with VideoEncoder(out, 32, 32, "24") as encoder:
+        with VideoEncoder(out, VideoStream(32, 32, "24")) as encoder:
             encoder.write(np.zeros((32, 31, 3), np.uint8))
     assert list(tmp_path.iterdir()) == []
 
@@ -225,7 +225,7 @@ def test_encoder_refuses_a_frame_of_the_wrong_shape(tmp_path):
 def test_encoder_with_no_frames_writes_nothing(tmp_path):
     out = tmp_path / "none.mkv"
     with pytest.raises(BadVideo, match="no frames"):
-        with VideoEncoder(out, 32, 32, "24"):
+        with VideoEncoder(out, VideoStream(32, 32, "24")):
             pass
     assert list(tmp_path.iterdir()) == []
 
@@ -236,9 +236,8 @@ def test_encoder_with_no_frames_writes_nothing(tmp_path):
 def encode_copy(source, probe, out):
     """Stand-in for the 3D render: re-encode the source's own frames."""
     video = probe["video"]
-    with VideoEncoder(
-        out, video["display_width"], video["display_height"], video["fps_fraction"], preset="ultrafast"
-    ) as enc:
+    stream = VideoStream(video["display_width"], video["display_height"], video["fps_fraction"], preset="ultrafast")
+    with VideoEncoder(out, stream) as enc:
         for frame in read_all(source, probe):
             enc.write(frame)
     return out

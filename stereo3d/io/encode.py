@@ -1,6 +1,9 @@
-"""Pipelined encode of RGB frames through an ffmpeg process, and the choice of encoder (NVENC checked, else software).
+"""Pipelined encode of RGB frames through an ffmpeg process, and the choice of encoder (hardware checked, else
+software).
 
 ``VideoEncoder.write`` queues frames that a background thread feeds to ffmpeg, so encoding overlaps the producer.
+What the stream is (size, rate, encoder, quality, pixel format, colour) is a ``VideoStream``; how each encoder is
+told is its row in ``stereo3d.io.codecs``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import logging
 import queue
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -19,65 +23,79 @@ import numpy as np
 
 from stereo3d.errors import BadVideo
 from stereo3d.io.atomic import atomic_output
+from stereo3d.io.codecs import CONTAINERS, MP4_LIKE, Codec, get_codec, software_codec
 from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_command, ffmpeg_url, last_error_line, run_ffmpeg
 from stereo3d.io.pipes import END, drain_lines, patient_put
 
 log = logging.getLogger(__name__)
 
-CONTAINERS = {".mkv": "matroska", ".mp4": "mp4", ".mov": "mov", ".m4v": "mp4"}
+
+@dataclass(frozen=True)
+class VideoStream:
+    """The encoded stream: ``width`` x ``height`` frames at ``fps_fraction`` (e.g. "24000/1001"), by ``codec`` (a
+    row of ``stereo3d.io.codecs``) at ``crf``/``preset`` in ``pix_fmt``.
+
+    Frames arrive as uint8, or uint16 with ``depth=16`` (for 10-bit and deeper output; ffmpeg gets rgb48le). RGB is
+    converted to YUV with the matrix of ``color`` (a probe's ``video`` dict or any dict with ``color_space``,
+    ``color_primaries``, ``color_transfer``), limited range, and the output is tagged with the same primaries and
+    transfer: the transfer is never converted, so PQ/HLG (HDR) pictures pass through tagged as they came. Unknown
+    or absent colour tags mean BT.709, what players assume for HD and larger. Variable-rate timestamps are kept
+    exactly at ``time_base``. ``sar`` ("1:1") tags the frames with that sample aspect ratio; None leaves ffmpeg's
+    default for raw input. ``extra_args`` go to the encoder and muxer last (stereo signalling).
+    """
+
+    width: int
+    height: int
+    fps_fraction: str
+    codec: str = "libx264"
+    crf: int = 18
+    preset: str = "medium"
+    pix_fmt: str = "yuv420p"
+    depth: int = 8
+    color: Mapping | None = None
+    time_base: str = "1/90000"
+    sar: str | None = None
+    extra_args: tuple[str, ...] = ()
 
 
 class VideoEncoder:
-    """Encode RGB frames ``[height, width, 3]`` into a video-only ``out_path`` (.mkv, .mp4 or .mov).
+    """Encode RGB frames ``[height, width, 3]`` of ``stream`` into a video-only ``out_path`` (.mkv, .mp4, .mov
+    or .m4v, as the encoder's row allows).
 
     ``write(frame)`` queues a copy of the frame; a background thread feeds ffmpeg, so encoding overlaps the
     producer. The file appears under its name only on a clean exit; on an exception ffmpeg is killed and
-    nothing is left. Frames are uint8, or uint16 with ``depth=16`` (for 10-bit and deeper output; ffmpeg gets
-    rgb48le). Timestamps are constant-rate at ``fps_fraction`` (e.g. "24000/1001"), or ``pts_s``: one
-    presentation time per frame in seconds (variable frame rate), kept exactly at ``time_base``.
-
-    RGB is converted to YUV with the matrix of ``color`` (a probe's ``video`` dict or any dict with
-    ``color_space``, ``color_primaries``, ``color_transfer``), limited range, and the output is tagged with the
-    same primaries and transfer: the transfer is never converted, so PQ/HLG (HDR) pictures pass through tagged
-    as they came. Unknown or absent colour tags mean BT.709, what players assume for HD and larger.
-
-    ``sar`` ("1:1") tags the frames with that sample aspect ratio; None leaves ffmpeg's default for raw input.
+    nothing is left. Timestamps are constant-rate at the stream's rate, or ``pts_s``: one presentation time per
+    frame in seconds (variable frame rate), kept exactly at the stream's time base.
     """
 
     def __init__(
         self,
         out_path: str | Path,
-        width: int,
-        height: int,
-        fps_fraction: str,
-        codec: str = "libx264",
-        crf: int = 18,
-        preset: str = "medium",
-        pix_fmt: str = "yuv420p",
-        extra_args: Sequence[str] = (),
-        prefetch: int = 8,
-        pts_s: Sequence[float] | None = None,
+        stream: VideoStream,
         *,
-        depth: int = 8,
-        color: dict | None = None,
-        time_base: str = "1/90000",
-        sar: str | None = None,
+        pts_s: Sequence[float] | None = None,
+        prefetch: int = 8,
     ):
         self.out_path = Path(out_path)
-        if self.out_path.suffix.lower() not in CONTAINERS:
+        suffix = self.out_path.suffix.lower()
+        if suffix not in CONTAINERS:
             raise ValueError(f"{self.out_path}: output must end in one of {', '.join(CONTAINERS)}")
-        if width <= 0 or height <= 0:
-            raise ValueError(f"frame size must be positive, not {width}x{height}")
-        if depth not in (8, 16):
-            raise ValueError(f"input depth must be 8 or 16 bits, not {depth}")
-        self.width, self.height = width, height
-        self.fps = Fraction(fps_fraction)
-        self.dtype = np.dtype(np.uint8 if depth == 8 else np.uint16)
+        codec = get_codec(stream.codec)
+        if suffix not in codec.containers:
+            raise ValueError(f"{self.out_path}: {codec.name} cannot go into {suffix} "
+                             f"(it goes into {', '.join(sorted(codec.containers))})")  # fmt: skip
+        if stream.width <= 0 or stream.height <= 0:
+            raise ValueError(f"frame size must be positive, not {stream.width}x{stream.height}")
+        if stream.depth not in (8, 16):
+            raise ValueError(f"input depth must be 8 or 16 bits, not {stream.depth}")
+        self.width, self.height = stream.width, stream.height
+        self.fps = Fraction(stream.fps_fraction)
+        self.dtype = np.dtype(np.uint8 if stream.depth == 8 else np.uint16)
         self.frames_written = 0
-        self._input_pix_fmt = "rgb24" if depth == 8 else "rgb48le"
+        self._input_pix_fmt = "rgb24" if stream.depth == 8 else "rgb48le"
         self._pts_s = None if pts_s is None else [float(t) for t in pts_s]
-        self._time_base = Fraction(time_base)
-        self._encode = _encode_args(codec, crf, preset, pix_fmt, self.out_path.suffix.lower(), extra_args, color, sar)
+        self._time_base = Fraction(stream.time_base)
+        self._encode = encode_args(stream, suffix)
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._stop = threading.Event()
@@ -224,67 +242,52 @@ class VideoEncoder:
 
 
 def resolve_codec(codec: str, pix_fmt: str) -> str:
-    """The encoder to use for ``codec``: NVENC only where a one-frame test encode at ``pix_fmt`` succeeds here
-    (no NVIDIA GPU, a data-centre GPU without NVENC such as the A100/H100, or a driver too old all fail it);
-    otherwise a warning and the software encoder of the same format."""
-    if codec not in SOFTWARE_EQUIVALENT:
+    """The encoder to use for ``codec`` at ``pix_fmt``: a hardware encoder only where a one-frame test encode
+    succeeds here; otherwise a one-line warning with ffmpeg's reason and the software encoder of the same family.
+    Software encoders are taken as they are."""
+    chosen = get_codec(codec)
+    if chosen.hardware is None:
         return codec
-    problem = _nvenc_problem(codec, _nvenc_pix_fmt(pix_fmt))
+    problem = hardware_problem(chosen.encoder, chosen.pix_fmts[pix_fmt])
     if problem is None:
         return codec
-    fallback = SOFTWARE_EQUIVALENT[codec]
+    fallback = software_codec(chosen.family).name
     log.warning("%s is not available here (%s); encoding with %s instead", codec, problem, fallback)
     return fallback
 
 
-def _encode_args(
-    codec: str,
-    crf: int,
-    preset: str,
-    pix_fmt: str,
-    suffix: str,
-    extra: Sequence[str],
-    color: dict | None = None,
-    sar: str | None = None,
-) -> list[str]:
-    matrix, space, primaries, transfer = _color_args(color or {})
-    if codec.endswith("_nvenc"):
-        pix_fmt = _nvenc_pix_fmt(pix_fmt)
+def encode_args(stream: VideoStream, suffix: str) -> list[str]:
+    """ffmpeg's filter, encoder and tag options for ``stream`` in a file ending in ``suffix``."""
+    codec = get_codec(stream.codec)
+    pix_fmt = _encoder_pix_fmt(codec, stream.pix_fmt)
+    matrix, space, primaries, transfer = _color_args(stream.color or {})
     # The tags go on the frames (setparams) as well as the encoder: ffmpeg 7+ encoders take colour properties
     # from the frames, which swscale leaves unspecified except for the matrix and range it wrote.
     vf = (
         f"scale=out_color_matrix={matrix}:out_range=tv,setparams=range=tv:color_primaries={primaries}"
         f":color_trc={transfer}:colorspace={space}"
     )
-    if sar is not None:
+    if stream.sar is not None:
         # An explicit tag, so that the output of a non-square source says its pixels are now square.
-        vf += f",setsar={sar.replace(':', '/')}"
+        vf += f",setsar={stream.sar.replace(':', '/')}"
     args = [
         "-vf", vf,
-        "-c:v", codec, "-pix_fmt", pix_fmt,
+        "-c:v", codec.encoder, "-pix_fmt", pix_fmt,
         "-colorspace", space, "-color_primaries", primaries, "-color_trc", transfer, "-color_range", "tv",
+        *codec.quality(stream.crf, stream.preset),
     ]  # fmt: skip
-    if codec in ("libx264", "libx265", "libsvtav1", "libaom-av1", "libvpx-vp9"):
-        args += ["-crf", str(crf)]
-    elif codec.endswith(("_nvenc", "_qsv", "_amf")):
-        args += ["-rc", "vbr", "-cq", str(crf), "-b:v", "0"]
-    if codec in ("libx264", "libx265"):
-        args += ["-preset", preset]
-    elif codec.endswith("_nvenc"):
-        args += ["-preset", NVENC_PRESETS.get(preset, preset), "-tune", "hq"]
-    if codec == "libx265":
-        args += ["-x265-params", "log-level=error"]
-    if suffix in (".mp4", ".mov", ".m4v") and codec in ("libx265", "hevc_nvenc"):
-        args += ["-tag:v", "hvc1"]
-    return [*args, *[str(a) for a in extra]]
+    if suffix in MP4_LIKE and codec.mp4_tag:
+        args += ["-tag:v", codec.mp4_tag]
+    return [*args, *[str(a) for a in stream.extra_args]]
 
 
-# x264/x265 preset names -> NVENC's p1 (fastest) .. p7 (best), so one config key serves both.
-NVENC_PRESETS = {
-    "ultrafast": "p1", "superfast": "p1", "veryfast": "p2", "faster": "p3", "fast": "p3",
-    "medium": "p4", "slow": "p5", "slower": "p6", "veryslow": "p7", "placebo": "p7",
-}  # fmt: skip
-SOFTWARE_EQUIVALENT = {"h264_nvenc": "libx264", "hevc_nvenc": "libx265", "av1_nvenc": "libsvtav1"}
+def _encoder_pix_fmt(codec: Codec, pix_fmt: str) -> str:
+    try:
+        return codec.pix_fmts[pix_fmt]
+    except KeyError:
+        raise ValueError(f"{codec.name} cannot encode {pix_fmt} (it takes {', '.join(codec.pix_fmts)})") from None
+
+
 # swscale's names for YUV matrices, by the colour-space names the probe reports.
 _MATRICES = {
     "bt709": "bt709", "bt2020nc": "bt2020", "bt2020c": "bt2020", "smpte170m": "smpte170m",
@@ -301,20 +304,25 @@ def _color_args(color: dict) -> tuple[str, str, str, str]:
     return _MATRICES[space], space, color.get("color_primaries") or "bt709", color.get("color_transfer") or "bt709"
 
 
-def _nvenc_pix_fmt(pix_fmt: str) -> str:
-    # NVENC takes 10-bit 4:2:0 as p010 (the same samples, semi-planar), not as planar yuv420p10le.
-    return {"yuv420p10le": "p010le", "yuv444p10le": "yuv444p16le"}.get(pix_fmt, pix_fmt)
+@functools.lru_cache(maxsize=16)
+def hardware_problem(encoder: str, pix_fmt: str) -> str | None:
+    """None when ffmpeg's ``encoder`` encodes a frame at ``pix_fmt`` here, else the reason in one line: the
+    encoder's own first complaint ("Cannot load libcuda.so.1", "Error creating a MFX session: -9."), else ffmpeg's
+    ("Unknown encoder 'h264_videotoolbox'").
 
-
-@functools.lru_cache(maxsize=8)
-def _nvenc_problem(codec: str, pix_fmt: str) -> str | None:
-    """None when ``codec`` encodes a frame at ``pix_fmt`` here, else ffmpeg's reason."""
+    256x256: above every hardware encoder's smallest frame (NVENC's is 145x49)."""
     proc = run_ffmpeg(
         ["-loglevel", "error", "-f", "lavfi", "-i", "color=c=gray:s=256x256:r=1", "-frames:v", "1",
-         "-pix_fmt", pix_fmt, "-c:v", codec, "-f", "null", "-"],
-        None, f"test-encoding with {codec}", check=False, timeout=60,
+         "-pix_fmt", pix_fmt, "-c:v", encoder, "-f", "null", "-"],
+        None, f"test-encoding with {encoder}", check=False, timeout=60,
     )  # fmt: skip
-    return None if proc.returncode == 0 else last_error_line(proc.stderr)
+    if proc.returncode == 0:
+        return None
+    own = f"[{encoder} @ "
+    for line in proc.stderr.decode("utf-8", "replace").splitlines():
+        if line.startswith(own):
+            return last_error_line(line)
+    return last_error_line(proc.stderr)
 
 
 def _timestamp_filter(pts_s: Sequence[float], time_base: Fraction) -> str:

@@ -15,7 +15,7 @@ from av.sidedata.sidedata import Type
 
 from stereo3d.errors import BadVideo, StereoError
 from stereo3d.io.atomic import atomic_output
-from stereo3d.io.encode import CONTAINERS
+from stereo3d.io.codecs import CONTAINERS, MP4_LIKE, family_mp4_tag
 from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_url, run_ffmpeg
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def mux_with_source(
     suffix = out_path.suffix.lower()
     if suffix not in CONTAINERS:
         raise ValueError(f"{out_path}: output must end in one of {', '.join(CONTAINERS)}")
-    mp4_like = CONTAINERS[suffix] in ("mp4", "mov")
+    mp4_like = suffix in MP4_LIKE
     if not Path(video_only).is_file():
         raise BadVideo(video_only, "encoded video to mux not found")
     args = ["-loglevel", "error", "-i", ffmpeg_url(video_only), "-i", ffmpeg_url(source), "-map", "0:v:0"]
@@ -94,8 +94,9 @@ def mux_with_source(
     if mp4_like:
         args += ["-movflags", "+faststart"]
         codec, stereo = _video_stream(video_only)
-        if codec == "hevc":
-            args += ["-tag:v", "hvc1"]  # Apple and many VR players only play HEVC tagged hvc1 in mp4
+        tag = family_mp4_tag(codec)
+        if tag:
+            args += ["-tag:v", tag]  # hvc1: Apple and many VR players only play HEVC tagged so in mp4
         if stereo:
             # The stereo packing (from Matroska StereoMode) becomes an st3d box only when unofficial boxes are
             # allowed; without it ffmpeg drops the signalling silently.

@@ -17,42 +17,74 @@ from pathlib import Path
 
 import numpy as np
 
-from stereo3d.errors import BadVideo, StereoError
+from stereo3d.errors import BadConfig, BadVideo, StereoError
 from stereo3d.io.atomic import atomic_output
+from stereo3d.io.codecs import get_codec
+from stereo3d.io.concat import concat_video
 from stereo3d.io.decode import FrameReader
-from stereo3d.io.encode import VideoEncoder, resolve_codec
-from stereo3d.io.mapstore import CHUNK_FRAMES, MapReader
+from stereo3d.io.encode import VideoEncoder, VideoStream, resolve_codec
+from stereo3d.io.mapstore import MapReader
 from stereo3d.io.probe import bit_depth, square_pixels
 from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
-from stereo3d.stages.join import concat_video
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import StereoSettings, render_stereo
 
 log = logging.getLogger(__name__)
 
-H264_ENCODERS = ("libx264", "h264_nvenc")
 # The largest side libx264 and libx265 encode (a larger frame fails only once frames arrive, after depth and
-# near maps were computed; checked before decoding instead). NVENC's own limit is lower; it falls back.
+# near maps were computed; checked before decoding instead). Hardware encoders' limits are lower; they fall back.
 MAX_SIDE = 16384
+# Frames per encoded piece unless the config says otherwise: the schema's default and config.yaml's value are
+# this one (tests/test_registries.py).
+PIECE_FRAMES = 64
 
 
 @dataclass(frozen=True)
 class EncodeSettings:
-    codec: str = "libx264"  # libx264 | libx265 | h264_nvenc | hevc_nvenc (NVENC falls back to software)
-    crf: int = 18  # x264/x265 CRF, NVENC constant quality (-cq)
-    preset: str = "medium"  # x264/x265 preset names; mapped to NVENC p1..p7
+    codec: str = "libx264"  # a row of stereo3d.io.codecs; a hardware encoder falls back to software where absent
+    crf: int = 18  # the encoder's constant quality (x264/x265/SVT-AV1 CRF, NVENC -cq, ...: see its row)
+    preset: str = "medium"  # x264's preset names; each encoder's row maps them onto its own
     pix_fmt: str = "auto"  # auto: yuv420p for 8-bit sources, yuv420p10le for deeper ones
     deep_codec: str = "libx265"  # replaces an H.264 codec for sources deeper than 8 bits ("same" keeps it)
     stereo_signal: str = "container"  # container (Matroska StereoMode -> MP4 st3d) | sei (H.264 SEI) | none
     # Frames per encoded piece (counted from the video's first frame): the most a killed render loses. Each piece
     # starts with a key frame (x264's own interval is 250); at CRF that costs ~1 % of the result's size.
-    piece_frames: int = CHUNK_FRAMES
+    piece_frames: int = PIECE_FRAMES
 
     @classmethod
     def from_config(cls, section: dict) -> EncodeSettings:
         """The encoder's settings out of a config ``encode`` section (other keys ignored)."""
         return cls(**{f.name: section[f.name] for f in fields(cls) if f.name in section})
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One encoded piece: ``frames`` frames from the video's frame ``first``, with their presentation times counted
+    from the piece's first frame (``pts_s``) where the source has a variable frame rate."""
+
+    first: int
+    frames: int
+    pts_s: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RenderPlan:
+    """Everything a render job decides before it decodes a frame."""
+
+    layout: str
+    options: dict  # the layout's pack/size keywords (fov_deg, eye_px: VR180)
+    size: tuple[int, int]  # the packed frame, before padding
+    padding: tuple[int, int]  # columns, rows repeated on the right/bottom for the chroma subsampling
+    stream: VideoStream  # what the encoder makes of every piece
+    start: int  # the job's first frame and its frame count
+    count: int
+    pieces: tuple[Piece, ...]
+
+    @property
+    def deep(self) -> bool:
+        """Whether frames are decoded and rendered at 16 bits (for output deeper than 8)."""
+        return self.stream.depth == 16
 
 
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
@@ -63,62 +95,93 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
 
     Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done and
     they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
-    info = probe["video"]
-    width, height = info["display_width"], info["display_height"]
-    get_layout(layout)  # an unknown layout fails before any decoding
+    name = Path(video).name
     options = {"fov_deg": fov_deg, "eye_px": eye_px}
-    codec, pix_fmt = choose_encoder(info, encode)
-    deep = bit_depth(pix_fmt) > 8
-    out = Path(out)
-    extra = [*encoder_args(layout, codec, encode.stereo_signal),
-             *container_args(layout, ".mkv", encode.stereo_signal)]  # fmt: skip
     with MapReader(near) as nears:
-        start = int(nears.attrs.get("start", 0))
-        count = nears.frames
-        out_w, out_h = output_size(width, height, layout, **options)
-        if max(out_w, out_h) > MAX_SIDE:
-            raise BadVideo(
-                video,
-                f"{layout} frames of {out_w}x{out_h} exceed the encoders' {MAX_SIDE} px limit; "
-                "choose a half-size layout (half_sbs, half_tb) for this source",
-            )
-        pad_w, pad_h = even_padding(out_w, out_h, pix_fmt)
-        if pad_w or pad_h:
-            log.info("%s: %dx%d frames padded to %dx%d (%s needs even sides; the last column/row is repeated)",
-                     Path(video).name, out_w, out_h, out_w + pad_w, out_h + pad_h, pix_fmt)  # fmt: skip
-        log.info("%s: %s %dx%d, %s %s crf %d, %s", Path(video).name, layout, out_w, out_h, codec, pix_fmt,
-                 encode.crf, "variable frame rate" if info.get("vfr") else f"{info['fps_fraction']} fps")  # fmt: skip
+        plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options)
         identity = job_identity([video, near], layout=layout, options=options, encode=asdict(encode),
                                 stereo=asdict(stereo))  # fmt: skip
-        pieces = Pieces(out, identity, start, count, encode.piece_frames)
+        pieces = Pieces(Path(out), identity, plan.start, plan.count, plan.pieces)
         done = pieces.done()
         if done:
-            log.info("%s: resuming the render at frame %d of %d", Path(video).name, start + done, start + count)
-        progress = Progress(log, f"render {Path(video).name}", count - done)
+            log.info("%s: resuming the render at frame %d of %d", name, plan.start + done, plan.start + plan.count)
+        progress = Progress(log, f"render {name}", plan.count - done)
         try:
-            with FrameReader(video, probe, start=start + done, count=count - done, deep=deep) as frames:
-                near_maps = iter(nears.from_frame(done))
-                for first, frames_in_piece in pieces.todo():
-                    pts_s = None
-                    if info.get("vfr"):  # the source's own frame times, counted from the piece's first frame
-                        span = probe["frame_pts_s"][first : first + frames_in_piece]
-                        pts_s = [t - span[0] for t in span]
-                    with VideoEncoder(pieces.path(first), out_w + pad_w, out_h + pad_h, info["fps_fraction"],
-                                      codec=codec, crf=encode.crf, preset=encode.preset, pix_fmt=pix_fmt,
-                                      extra_args=extra, pts_s=pts_s, depth=16 if deep else 8, color=info,
-                                      time_base=info.get("time_base", "1/90000"),
-                                      sar=None if square_pixels(info) else "1:1") as encoder:  # fmt: skip
-                        for _ in range(frames_in_piece):
-                            packed = stereo_frame(next(frames), next(near_maps), stereo, layout, options,
-                                                  (pad_w, pad_h))  # fmt: skip
-                            encoder.write(packed, owned=True)
-                            progress.advance(1)
+            with FrameReader(video, probe, start=plan.start + done, count=plan.count - done, deep=plan.deep) as frames:
+                render_pieces(plan, pieces, iter(frames), iter(nears.from_frame(done)), stereo, progress)
         except StereoError:
             pieces.discard()  # a rerun would fail the same way: nothing to resume
             raise
         pieces.join(probe)
-    return {"frames": progress.done, "fps": progress.finish(), "size": [out_w + pad_w, out_h + pad_h],
-            "codec": codec, "pix_fmt": pix_fmt, "layout": layout}  # fmt: skip
+    width, height = plan.stream.width, plan.stream.height
+    return {"frames": progress.done, "fps": progress.finish(), "size": [width, height],
+            "codec": plan.stream.codec, "pix_fmt": plan.stream.pix_fmt, "layout": layout}  # fmt: skip
+
+
+def plan_render(video: str | Path, probe: dict, start: int, count: int, layout: str, encode: EncodeSettings,
+                options: dict) -> RenderPlan:  # fmt: skip
+    """The render of frames ``start`` .. ``start + count`` of ``video`` in ``layout``: the frame size, the encoder
+    and its pixel format, the padding, the pieces and their frame times. Decides from the probe and the settings
+    alone (a hardware encoder is tried by a one-frame test encode, once per process); an unknown layout, a frame
+    too large to encode or a pixel format the encoder cannot take fail here, before any decoding."""
+    info = probe["video"]
+    get_layout(layout)
+    codec, pix_fmt = choose_encoder(info, encode)
+    out_w, out_h = output_size(info["display_width"], info["display_height"], layout, **options)
+    if max(out_w, out_h) > MAX_SIDE:
+        raise BadVideo(
+            video,
+            f"{layout} frames of {out_w}x{out_h} exceed the encoders' {MAX_SIDE} px limit; "
+            "choose a half-size layout (half_sbs, half_tb) for this source",
+        )
+    pad_w, pad_h = even_padding(out_w, out_h, pix_fmt)
+    name = Path(video).name
+    if pad_w or pad_h:
+        log.info("%s: %dx%d frames padded to %dx%d (%s needs even sides; the last column/row is repeated)",
+                 name, out_w, out_h, out_w + pad_w, out_h + pad_h, pix_fmt)  # fmt: skip
+    log.info("%s: %s %dx%d, %s %s crf %d, %s", name, layout, out_w, out_h, codec, pix_fmt, encode.crf,
+             "variable frame rate" if info.get("vfr") else f"{info['fps_fraction']} fps")  # fmt: skip
+    extra = [*encoder_args(layout, codec, encode.stereo_signal),
+             *container_args(layout, ".mkv", encode.stereo_signal)]  # fmt: skip
+    stream = VideoStream(
+        out_w + pad_w, out_h + pad_h, info["fps_fraction"], codec, encode.crf, encode.preset, pix_fmt,
+        depth=16 if bit_depth(pix_fmt) > 8 else 8, color=info, time_base=info.get("time_base", "1/90000"),
+        sar=None if square_pixels(info) else "1:1", extra_args=tuple(extra),
+    )  # fmt: skip
+    times = probe["frame_pts_s"] if info.get("vfr") else None
+    pieces = tuple(
+        Piece(first, frames, None if times is None else piece_times(times, first, frames))
+        for first, frames in piece_ranges(start, count, encode.piece_frames)
+    )
+    return RenderPlan(layout, options, (out_w, out_h), (pad_w, pad_h), stream, start, count, pieces)
+
+
+def piece_ranges(start: int, count: int, size: int) -> list[tuple[int, int]]:
+    """(first frame, frame count) of each piece of frames ``start`` .. ``start + count``.
+
+    Pieces begin at multiples of ``size`` from the video's first frame, so that segments of a multiple of it cut
+    the video into the very same pieces as one whole-video job: the result's bytes do not depend on it."""
+    end = start + count
+    firsts = [start, *range((start // size + 1) * size, end, size)]
+    return [(first, last - first) for first, last in zip(firsts, [*firsts[1:], end], strict=True)]
+
+
+def piece_times(pts_s: list[float], first: int, frames: int) -> tuple[float, ...]:
+    """The source's own frame times of a piece, counted from the piece's first frame."""
+    span = pts_s[first : first + frames]
+    return tuple(t - span[0] for t in span)
+
+
+def render_pieces(plan: RenderPlan, pieces: Pieces, frames, near_maps, stereo: StereoSettings,
+                  progress: Progress) -> None:  # fmt: skip
+    """Render and encode each piece not yet done, from the ``frames`` and ``near_maps`` iterators (both at the first
+    such piece's first frame); each piece appears under its name only once complete."""
+    for piece in pieces.todo():
+        with VideoEncoder(pieces.path(piece.first), plan.stream, pts_s=piece.pts_s) as encoder:
+            for _ in range(piece.frames):
+                packed = stereo_frame(next(frames), next(near_maps), stereo, plan.layout, plan.options, plan.padding)
+                encoder.write(packed, owned=True)
+                progress.advance(1)
 
 
 def stereo_frame(frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str, options: dict,
@@ -144,13 +207,10 @@ class Pieces:
     """The encoded pieces of one render job, in ``.<out name>.partial`` beside ``out`` (with the job's identity,
     so that a rerun continues only its own pieces), joined into ``out`` once all are done."""
 
-    def __init__(self, out: Path, identity: dict, start: int, count: int, size: int):
+    def __init__(self, out: Path, identity: dict, start: int, count: int, plan: tuple[Piece, ...]):
         self.out, self.start, self.end = out, start, start + count
         self.folder = out.with_name(f".{out.name}.partial")
-        # Pieces begin at multiples of ``size`` from the video's first frame, so that segments of a multiple of it
-        # cut the video into the very same pieces as one whole-video job: the result's bytes do not depend on it.
-        self.firsts = [start, *range((start // size + 1) * size, self.end, size)]
-        self.lasts = [*self.firsts[1:], self.end]
+        self.plan = plan
         stamp = self.folder / "identity.json"
         wanted = json.dumps(identity, sort_keys=True)
         if not (stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted):
@@ -165,29 +225,27 @@ class Pieces:
     def done(self) -> int:
         """Frames in the complete pieces from the first on (each piece appears only once fully encoded)."""
         finished = 0
-        for first, last in zip(self.firsts, self.lasts, strict=True):
-            if not self.path(first).is_file():
+        for piece in self.plan:
+            if not self.path(piece.first).is_file():
                 break
-            finished = last - self.start
+            finished = piece.first + piece.frames - self.start
         return finished
 
-    def todo(self):
-        """(first frame, frame count) of each piece after the complete ones."""
+    def todo(self) -> list[Piece]:
+        """The pieces after the complete ones."""
         resume_at = self.start + self.done()
-        for first, last in zip(self.firsts, self.lasts, strict=True):
-            if first >= resume_at:
-                yield first, last - first
+        return [piece for piece in self.plan if piece.first >= resume_at]
 
     def discard(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def join(self, probe: dict) -> None:
-        parts = [self.path(first) for first in self.firsts]
+        parts = [self.path(piece.first) for piece in self.plan]
         with atomic_output(self.out) as tmp:
             if len(parts) == 1:
                 parts[0].replace(tmp)
             else:
-                concat_video(parts, self.firsts, probe, tmp)
+                concat_video(parts, [piece.first for piece in self.plan], probe, tmp)
         self.discard()
 
 
@@ -204,15 +262,19 @@ def even_padding(width: int, height: int, pix_fmt: str) -> tuple[int, int]:
 
 def choose_encoder(info: dict, encode: EncodeSettings) -> tuple[str, str]:
     """(encoder, pixel format) for a source (a probe's ``video`` dict): bit depth kept unless the config names a
-    pixel format; H.264 swapped for ``deep_codec`` on deep sources; NVENC checked by a test encode."""
+    pixel format; H.264 swapped for ``deep_codec`` on deep sources; a hardware encoder checked by a test encode."""
     source_depth = int(info.get("bit_depth") or 8)
     pix_fmt = encode.pix_fmt
     if pix_fmt == "auto":
         pix_fmt = "yuv420p10le" if source_depth > 8 else "yuv420p"
-    codec = encode.codec
-    deep = bit_depth(pix_fmt) > 8
-    if deep and codec in H264_ENCODERS and encode.deep_codec != "same":
+    codec = get_codec(encode.codec)
+    if bit_depth(pix_fmt) > 8 and codec.family == "h264" and encode.deep_codec != "same":
         log.info("%d-bit output: %s instead of %s (10-bit H.264 plays on few devices)", source_depth,
-                 encode.deep_codec, codec)  # fmt: skip
-        codec = encode.deep_codec
-    return resolve_codec(codec, pix_fmt), pix_fmt
+                 encode.deep_codec, codec.name)  # fmt: skip
+        codec = get_codec(encode.deep_codec)
+    if pix_fmt not in codec.pix_fmts:
+        # Checked on the configured encoder, not on what a machine without its hardware falls back to: the same
+        # config must not work on one machine and fail on another.
+        raise BadConfig(None, f"encode.pix_fmt: {codec.name} cannot encode {pix_fmt} "
+                              f"(it takes {', '.join(codec.pix_fmts)})")  # fmt: skip
+    return resolve_codec(codec.name, pix_fmt), pix_fmt

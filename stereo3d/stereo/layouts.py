@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from stereo3d.io.codecs import get_codec
+
 # Eric Dubois' least-squares red-cyan anaglyph matrices (rows R, G, B of the output; columns R, G, B of the
 # eye), as published on his site and used by ffmpeg's stereo3d filter (arcd). Applied to the coded RGB values.
 DUBOIS_LEFT = np.array([[0.456, 0.500, 0.176], [-0.040, -0.038, -0.016], [-0.015, -0.021, -0.005]], dtype=np.float32)
@@ -211,11 +213,13 @@ def output_size(width: int, height: int, layout: str, **options) -> tuple[int, i
 
 
 def encoder_args(layout: str, codec: str, signal: str = "container") -> list[str]:
-    """Encoder options that signal the packing inside the bitstream (``signal="sei"``, libx264 only)."""
+    """Encoder options that signal the packing inside the bitstream (``signal="sei"``, for the encoders whose row
+    in ``stereo3d.io.codecs`` can write the frame-packing SEI: libx264)."""
     arrangement = _check_signal(layout, signal).frame_packing
-    if signal != "sei" or arrangement is None or codec != "libx264":
+    writes = get_codec(codec).frame_packing
+    if signal != "sei" or arrangement is None or writes is None:
         return []
-    return ["-x264-params", f"frame-packing={arrangement}"]
+    return writes(arrangement)
 
 
 def container_args(layout: str, suffix: str, signal: str = "container") -> list[str]:
