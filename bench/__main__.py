@@ -20,125 +20,60 @@ import time
 from pathlib import Path
 
 from bench import common
-
-FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P10", "P11", "P12", "P13", "P14", "P15", "P16")
-NAMES = {
-    "P1": "depth stage fps / bare session.run fps",
-    "P2": "depth stage fps / seed per-frame loop fps",
-    "P3": "NVDS split fps / monolith fps",
-    "P4": "renderer fps / libx264 veryfast fps",
-    "P5": "demo wall time / inference time",
-    "P6": "peak RSS 10x clip / 1x clip",
-    "P7": "depth store bytes / float16 bytes (moving camera)",
-    "P8": "snakemake -n, 100 videos (s)",
-    "P10": "PyAV decode fps / ffmpeg pipe fps (worst case)",
-    "P11": "snakemake -n, 100 probed 2-hour films (s)",
-    "P12": "work/ bytes / results/ bytes, converted clip",
-    "P13": "frames of finished work lost per kill (worst)",
-    "P14": "fixed cost / stage job wall time (2-hour film)",
-    "P15": "DA3 fps at the 16:9 tier / at the square (518)",
-    "P16": "depth stage fps, providers auto + precision fast / plain CPU provider",
-}
+from bench.figures import BY_NAME, FIGURES
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(FIGURES), help="comma-separated figures (default: all)")
+    parser.add_argument("--only", default=",".join(BY_NAME), help="comma-separated figures (default: all)")
     parser.add_argument("--fresh", action="store_true", help="empty the model/clip cache first")
     parser.add_argument("--out", type=Path, default=common.ROOT / "bench" / "results.json")
     args = parser.parse_args()
     wanted = [f.strip().upper() for f in args.only.split(",") if f.strip()]
-    unknown = sorted(set(wanted) - set(FIGURES))
+    unknown = sorted(set(wanted) - set(BY_NAME))
     if unknown:
-        parser.error(f"unknown figures {unknown}; choose among {', '.join(FIGURES)}")
+        parser.error(f"unknown figures {unknown}; choose among {', '.join(BY_NAME)}")
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     if args.fresh:
         shutil.rmtree(common.CACHE, ignore_errors=True)
     started = time.perf_counter()
 
+    chosen = [figure for figure in FIGURES if figure.name in wanted]
     # Every export the chosen figures need, side by side, before anything is timed.
     da3, nvds = set(), {}
-    if {"P1", "P2"} & set(wanted):
-        da3 |= {("uint8", common.DA3_SIZE), ("float", common.DA3_SIZE), ("uint8", common.da3_tier(common.DA3_SIZE))}
-    if {"P5", "P12"} & set(wanted):
-        da3.add(("uint8", common.DA3_SIZE))
-        nvds.setdefault(common.NVDS_TIER, set()).add("split")
-    if "P3" in wanted:
-        nvds.setdefault(common.NVDS_TIER, set()).update({"split", "monolith"})
-    if {"P6", "P8", "P11", "P13", "P14"} & set(wanted):
-        da3 |= {("uint8", common.SMALL_DA3_SIZE), ("uint8", common.da3_tier(common.SMALL_DA3_SIZE))}
+    for figure in chosen:
+        da3.update(figure.da3)
+        for tier, modes in figure.nvds:
+            nvds.setdefault(tier, set()).update(modes)
     common.ensure_models(da3=sorted(da3, key=str), nvds=[(tier, tuple(sorted(modes))) for tier, modes in nvds.items()])
 
     results: dict = {}
     timings: dict[str, float] = {}
-
-    def measure(names: tuple[str, ...], fn) -> dict:
+    by_products: dict = {}  # what one figure's function hands to a later one (P1/P2's depth store to P7)
+    measured = set()
+    for figure in chosen:
+        # One function may measure several figures (P1 and P2): it runs once, and each of them takes its time.
+        if (figure.module, figure.function) in measured:
+            continue
+        measured.add((figure.module, figure.function))
         start = time.perf_counter()
-        out = fn()
-        for name in names:
-            timings[name] = round(time.perf_counter() - start, 1)
-        return out
-
-    store = None
-    if {"P1", "P2"} & set(wanted):
-        from bench import depth
-
-        got = measure(("P1", "P2"), depth.run)
-        store = got.pop("_store")
-        got.pop("_size")
-        results.update({k: v for k, v in got.items() if k in wanted})
-    if "P3" in wanted:
-        from bench import nvds_split
-
-        results.update(measure(("P3",), nvds_split.figure))
-    if "P4" in wanted:
-        from bench import render_encode
-
-        results.update(measure(("P4",), render_encode.figure))
-    if "P5" in wanted:
-        from bench import pipeline
-
-        results.update(measure(("P5",), pipeline.p5))
-    if "P6" in wanted:
-        from bench import pipeline
-
-        results.update(measure(("P6",), pipeline.p6))
-    if "P7" in wanted:
-        from bench import storage
-
-        results.update(measure(("P7",), lambda: storage.run(smoke_store=store)))
-    if "P8" in wanted:
-        from bench import pipeline
-
-        results.update(measure(("P8",), pipeline.p8))
-
-    if "P10" in wanted:
-        from bench import decode
-
-        results.update(measure(("P10",), decode.figure))
-    if "P15" in wanted:
-        from bench import tiers
-
-        results.update(measure(("P15",), tiers.run))
-    if "P16" in wanted:
-        from bench import accel
-
-        results.update(measure(("P16",), accel.run))
-    for name in ("P11", "P12", "P13", "P14"):
-        if name in wanted:
-            from bench import library
-
-            results.update(measure((name,), library.FIGURES[name]))
+        got = figure.measure(by_products)
+        seconds = round(time.perf_counter() - start, 1)
+        by_products.update({key[1:]: got.pop(key) for key in list(got) if key.startswith("_")})
+        for name, value in got.items():
+            if name in wanted:
+                results[name] = value
+                timings[name] = seconds
 
     total = time.perf_counter() - started
-    ordered = {name: results[name] for name in FIGURES if name in results}
+    ordered = {name: results[name] for name in BY_NAME if name in results}
     for name, fig in ordered.items():
         fig["bench_seconds"] = timings[name]
         fig["date"] = time.strftime("%Y-%m-%d")
     # Figures not measured this time keep their last values (each says when it was measured).
     earlier = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    kept = {name: earlier[name] for name in FIGURES if name in earlier and name not in ordered}
-    merged = {name: ordered.get(name) or kept[name] for name in FIGURES if name in ordered or name in kept}
+    kept = {name: earlier[name] for name in BY_NAME if name in earlier and name not in ordered}
+    merged = {name: ordered.get(name) or kept[name] for name in BY_NAME if name in ordered or name in kept}
     report = {**merged, "_run": {"seconds": round(total, 1), "python": sys.version.split()[0],
                                   "machine": platform.machine(), "cpus": _cpus(), "cache": str(common.CACHE),
                                   "date": time.strftime("%Y-%m-%d %H:%M:%S"), "figures": list(ordered)}}  # fmt: skip
@@ -151,7 +86,7 @@ def main() -> None:
 def table(figures: dict) -> str:
     rows = [("fig", "what", "ratio", "goal", "met", "baseline", "measured")]
     for name, fig in figures.items():
-        rows.append((name, NAMES[name], f"{fig['ratio']:.3f}", fig["goal"], "yes" if fig["met"] else "NO",
+        rows.append((name, BY_NAME[name].title, f"{fig['ratio']:.3f}", fig["goal"], "yes" if fig["met"] else "NO",
                      _value(fig["baseline"]), _value(fig["measured"])))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]

@@ -271,16 +271,16 @@ def p14(short: int = 48, long: int = 240) -> dict:
     }
 
 
-FIGURES = {"P11": p11, "P12": p12, "P13": p13, "P14": p14}
-
-
 def main() -> None:
+    from bench.figures import FIGURES
+
+    here = {figure.name: figure for figure in FIGURES if figure.module == "library"}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(FIGURES))
+    parser.add_argument("--only", default=",".join(here))
     args = parser.parse_args()
     results = {}
     for name in args.only.split(","):
-        results.update(FIGURES[name.strip().upper()]())
+        results.update(here[name.strip().upper()].measure({}))
     print(json.dumps(results, indent=2))
 
 

@@ -30,6 +30,18 @@ def test_every_schema_key_is_documented_in_config_yaml():
             assert key in config[section], f"{section}.{key}"
 
 
+def test_every_schema_leaf_has_a_description():
+    def leaves(node, prefix=""):
+        for key, spec in node["properties"].items():
+            if spec.get("type") == "object" and "properties" in spec:
+                yield from leaves(spec, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}", spec
+
+    undescribed = [dotted for dotted, spec in leaves(SCHEMA) if not str(spec.get("description", "")).strip()]
+    assert undescribed == []
+
+
 def test_defaults_fill_an_empty_config():
     config, _ = validate_config({}, SCHEMA)
     assert config["da3"]["variant"] == "small" and config["render"]["layout"] == "full_sbs"

@@ -133,35 +133,7 @@ done
 grep -h "device chosen by the scheduler\|providers in use\|GPU .* locked\|no NVIDIA GPU" "$WORK"/slurm/logs/depth/*/*.log* 2>/dev/null | head -4 || true
 
 echo "== 5. outputs compared"
-# Map stores are zip files whose member timestamps are the write time: they are compared member by member
-# (every byte of every member); everything else byte for byte.
+# Results, exports, QC figures and map store chunks byte for byte; the metadata that holds a run's own paths and
+# file times (probe.json, the stores' zarr.json, .sources.json) without them: see compare_runs.py.
 cd "$WORK"
-"$PY" - <<'PYEOF'
-import hashlib
-import sys
-import zipfile
-from pathlib import Path
-
-def digest(path: Path) -> str:
-    if path.suffix == ".maps":
-        with zipfile.ZipFile(path) as z:
-            h = hashlib.sha256()
-            for name in sorted(z.namelist()):
-                h.update(name.encode() + b"\0" + z.read(name))
-            return "members:" + h.hexdigest()[:16]
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-local = Path("local")
-wanted = sorted(p for top in ("results", "work", "models") for p in (local / top).rglob("*")
-                if p.is_file() and p.suffix in (".mp4", ".maps", ".onnx", ".json", ".png")
-                and not p.name.endswith(".validation.json") and p.name != "stats.json")
-differ = 0
-for path in wanted:
-    rel = path.relative_to(local)
-    other = Path("slurm") / rel
-    a, b = digest(path), digest(other) if other.is_file() else "missing"
-    differ += a != b
-    print(f"{'same   ' if a == b else 'DIFFERS'}  {a:<24} {'' if a == b else b + '  '}{rel}")
-print("== PASS: the SLURM run equals the local run" if not differ else f"== FAIL: {differ} outputs differ")
-sys.exit(1 if differ else 0)
-PYEOF
+"$PY" "$ROOT/tests/cluster/compare_runs.py" local slurm

@@ -1,0 +1,66 @@
+"""The bench's figures, one row each: what it is, the function that measures it, the exports it needs.
+
+``python -m bench`` reads this table and nothing else to choose, prepare, run and print its figures; the rows are
+in the order of the table it prints and of ``bench/results.json``, and the figures are measured in that order.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from bench import common
+
+# DA3 exports ((contract, size): a square side or (width, height)) and NVDS ones ((tier, modes)), as
+# common.ensure_models takes them.
+DA3Export = tuple[str, object]
+NVDSExport = tuple[tuple[int, int], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    title: str
+    module: str  # under bench/; imported only when the figure is measured (some import torch or numba)
+    function: str  # returns {figure name: figure, ...} for every figure it measures, by-products under "_" keys
+    da3: tuple[DA3Export, ...] = ()  # exported side by side before anything is timed
+    nvds: tuple[NVDSExport, ...] = ()
+    takes: tuple[str, ...] = ()  # by-products of an earlier figure's function, passed by keyword when there
+
+    def measure(self, by_products: dict) -> dict:
+        function = getattr(importlib.import_module(f"bench.{self.module}"), self.function)
+        return function(**{name: by_products[name] for name in self.takes if name in by_products})
+
+
+# The depth stage's exports at the usual side: the 16:9 tier (P1, P2), the square and the float one (P2's seed).
+_DEPTH = (("uint8", common.DA3_SIZE), ("float", common.DA3_SIZE), ("uint8", common.da3_tier(common.DA3_SIZE)))
+# Workflow runs at the small side: the square export and the 16:9 tier the demo-shaped clips pick.
+_SMALL = (("uint8", common.SMALL_DA3_SIZE), ("uint8", common.da3_tier(common.SMALL_DA3_SIZE)))
+_SQUARE = (("uint8", common.DA3_SIZE),)
+_TIER = (("uint8", common.da3_tier(common.DA3_SIZE)),)
+_SPLIT = ((common.NVDS_TIER, ("split",)),)
+_BOTH = ((common.NVDS_TIER, ("monolith", "split")),)
+
+# P15 exports its tiers itself: their export seconds are part of its record. P7 also measures P1/P2's (smoke)
+# depth store when they run before it.
+# fmt: off
+FIGURES = (
+    Figure("P1", "depth stage fps / bare session.run fps", "depth", "run", da3=_DEPTH),
+    Figure("P2", "depth stage fps / seed per-frame loop fps", "depth", "run", da3=_DEPTH),
+    Figure("P3", "NVDS split fps / monolith fps", "nvds_split", "figure", nvds=_BOTH),
+    Figure("P4", "renderer fps / libx264 veryfast fps", "render_encode", "figure"),
+    Figure("P5", "demo wall time / inference time", "pipeline", "p5", da3=_SQUARE, nvds=_SPLIT),
+    Figure("P6", "peak RSS 10x clip / 1x clip", "pipeline", "p6", da3=_SMALL),
+    Figure("P7", "depth store bytes / float16 bytes (moving camera)", "storage", "run", takes=("smoke_store",)),
+    Figure("P8", "snakemake -n, 100 videos (s)", "pipeline", "p8", da3=_SMALL),
+    Figure("P10", "PyAV decode fps / ffmpeg pipe fps (worst case)", "decode", "figure"),
+    Figure("P11", "snakemake -n, 100 probed 2-hour films (s)", "library", "p11", da3=_SMALL),
+    Figure("P12", "work/ bytes / results/ bytes, converted clip", "library", "p12", da3=_SQUARE, nvds=_SPLIT),
+    Figure("P13", "frames of finished work lost per kill (worst)", "library", "p13", da3=_SMALL),
+    Figure("P14", "fixed cost / stage job wall time (2-hour film)", "library", "p14", da3=_SMALL),
+    Figure("P15", "DA3 fps at the 16:9 tier / at the square (518)", "tiers", "run"),
+    Figure("P16", "depth stage fps, providers auto + precision fast / plain CPU provider", "accel", "run",
+           da3=_TIER, nvds=_SPLIT),
+)
+# fmt: on
+BY_NAME = {figure.name: figure for figure in FIGURES}
