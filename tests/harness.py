@@ -144,7 +144,7 @@ def export_cache(tmp_path_factory) -> Path:
                 (cache / "videos").mkdir()
                 write_config(cache, export={**NVDS_EXPORT, "nvds_tiers": [NVDS_TIER], "nvds_modes": ["split"]})
                 # An empty library: DA3 at every aspect tier, and the tiny NVDS pair at the tests' tier.
-                snakemake(cache, "exports")
+                snakemake(cache, "exports", timeout=3600)  # five exports: minutes, more on a busy machine
                 done.touch()
         _cache["cache"] = cache
     return _cache["cache"]
