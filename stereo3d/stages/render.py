@@ -27,7 +27,7 @@ from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
 from stereo3d.stages.join import concat_video
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
-from stereo3d.stereo.warp import StereoSettings, render_stereo
+from stereo3d.stereo.warp import Renderer, StereoSettings
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,10 @@ class EncodeSettings:
 
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
                  layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings(), *,
-                 fov_deg: float = 90.0, eye_px: int = 0) -> dict:  # fmt: skip
+                 fov_deg: float = 90.0, eye_px: int = 0, renderer: Renderer | None = None) -> dict:  # fmt: skip
     """Render every frame of ``near``'s range (its ``start`` attribute onward) to ``layout`` and encode it, video
-    only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. Returns a summary for the log.
+    only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. ``renderer``: where the views
+    render (None: the CPU, every thread this process may use). Returns a summary for the log.
 
     Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done and
     they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
@@ -67,6 +68,7 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     width, height = info["display_width"], info["display_height"]
     get_layout(layout)  # an unknown layout fails before any decoding
     options = {"fov_deg": fov_deg, "eye_px": eye_px}
+    renderer = Renderer() if renderer is None else renderer
     codec, pix_fmt = choose_encoder(info, encode)
     deep = bit_depth(pix_fmt) > 8
     out = Path(out)
@@ -109,8 +111,8 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
                                       time_base=info.get("time_base", "1/90000"),
                                       sar=None if square_pixels(info) else "1:1") as encoder:  # fmt: skip
                         for _ in range(frames_in_piece):
-                            packed = stereo_frame(next(frames), next(near_maps), stereo, layout, options,
-                                                  (pad_w, pad_h))  # fmt: skip
+                            packed = stereo_frame(renderer, next(frames), next(near_maps), stereo, layout,
+                                                  options, (pad_w, pad_h))  # fmt: skip
                             encoder.write(packed, owned=True)
                             progress.advance(1)
         except StereoError:
@@ -121,20 +123,20 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
             "codec": codec, "pix_fmt": pix_fmt, "layout": layout}  # fmt: skip
 
 
-def stereo_frame(frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str, options: dict,
-                 padding: tuple[int, int] = (0, 0)) -> np.ndarray:  # fmt: skip
+def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str,
+                 options: dict, padding: tuple[int, int] = (0, 0)) -> np.ndarray:  # fmt: skip
     """One output frame: the views of ``frame`` packed in ``layout``, then ``padding`` (columns, rows) repeating
     the last column and row. A layout that keeps both views whole has them rendered straight into the packed
     frame (no copy of 2 x 6 MB per 1080p frame)."""
     chosen = get_layout(layout)
     pad_w, pad_h = padding
     if chosen.eyes is None:
-        packed = chosen.pack(*render_stereo(frame, near, stereo), **options)
+        packed = chosen.pack(*renderer.render_stereo(frame, near, stereo), **options)
         return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     height, width = frame.shape[:2]
     out_w, out_h = chosen.size(width, height, **options)
     packed = np.empty((out_h + pad_h, out_w + pad_w, frame.shape[2]), frame.dtype)
-    render_stereo(frame, near, stereo, out=chosen.eyes(packed, width, height))
+    renderer.render_stereo(frame, near, stereo, out=chosen.eyes(packed, width, height))
     packed[:, out_w:] = packed[:, out_w - 1 : out_w]
     packed[out_h:] = packed[out_h - 1 : out_h]
     return packed
