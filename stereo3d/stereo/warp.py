@@ -191,6 +191,7 @@ class Renderer:
         self._local = threading.local()  # each thread's scratch arrays (``_workspace``, ``_remap_source``)
 
     def _open(self, device: str, device_id: int) -> str:
+        """The device that will render (``cpu`` or ``cuda``), with its GPU renderer kept where it is one."""
         if device == "cpu":
             log.info("rendering on the CPU")
             return "cpu"
