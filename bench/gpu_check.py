@@ -177,13 +177,14 @@ def nvenc_fps(codec: str, frames: int, width: int, height: int) -> dict:
     from bench.render_encode import scene
     from stereo3d.io.encode import VideoEncoder, VideoStream, hardware_problem
     from stereo3d.stereo.layouts import pack
-    from stereo3d.stereo.warp import StereoSettings, render_stereo
+    from stereo3d.stereo.warp import Renderer, StereoSettings
 
     problem = hardware_problem(codec, "yuv420p")
     if problem is not None:
         return {"codec": codec, "available": False, "why": problem}
     sources, nears = scene(min(frames, 24), width, height, 518)
-    packed = [pack(*render_stereo(f, n, StereoSettings()), "full_sbs") for f, n in zip(sources, nears)]
+    renderer = Renderer()
+    packed = [pack(*renderer.render_stereo(f, n, StereoSettings()), "full_sbs") for f, n in zip(sources, nears)]
     work = common.scratch("gpu_nvenc")
     start = time.perf_counter()
     with VideoEncoder(work / "sbs.mkv", VideoStream(2 * width, height, "24", codec=codec)) as encoder:
@@ -204,16 +205,16 @@ def render_gpu(width: int, height: int, frames: int) -> dict:
     settings = warp.StereoSettings()
     timings, views = {}, {}
     for device in ("cpu", "cuda"):
-        if warp.set_render_device(device) != device:
+        renderer = warp.Renderer(device)
+        if renderer.device != device:
             from stereo3d.stereo.cuda import unavailable
 
             return {"available": False, "why": unavailable(), "cpu_fps": timings.get("cpu")}
-        views[device] = warp.render_stereo(sources[0], nears[0], settings)  # warm-up: compiling, buffers
+        views[device] = renderer.render_stereo(sources[0], nears[0], settings)  # warm-up: compiling, buffers
         start = time.perf_counter()
         for frame, near in zip(sources, nears):
-            warp.render_stereo(frame, near, settings)
+            renderer.render_stereo(frame, near, settings)
         timings[device] = round(frames / (time.perf_counter() - start), 2)
-    warp.set_render_device("cpu")
     same = all(np.array_equal(a, b) for a, b in zip(views["cpu"], views["cuda"]))
     return {"available": True, "size": f"{width}x{height}", "frames": frames, "cpu_fps": timings["cpu"],
             "cuda_fps": timings["cuda"], "same_views": same}  # fmt: skip

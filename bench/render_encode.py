@@ -22,7 +22,7 @@ import numpy as np
 
 from bench import common
 from stereo3d.io.encode import VideoEncoder, VideoStream
-from stereo3d.stereo.warp import StereoSettings, set_render_threads
+from stereo3d.stereo.warp import Renderer, StereoSettings
 
 
 def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int = 518) -> dict:
@@ -32,19 +32,17 @@ def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int 
 
     sources, nears = scene(frames, width, height, near_side)
     settings = StereoSettings()
-    set_render_threads(len(os.sched_getaffinity(0)))  # as the render job sets its threads (every CPU here)
-    try:
+    # As the render job sets its threads (every CPU here).
+    with Renderer(threads=len(os.sched_getaffinity(0))) as renderer:
         for frame, near in zip(sources[:2], nears[:2]):  # warm-up: compiled code, workspaces, thread pool
-            stereo_frame(frame, near, settings, "full_sbs", {})
+            stereo_frame(renderer, frame, near, settings, "full_sbs", {})
         # Timed as the render stage runs: each frame is handed on and dropped, so its memory is recycled (keeping
         # every frame for the encoder would add the page faults of fresh memory, 12 MB a frame, to the renderer).
         start = time.perf_counter()
         for frame, near in zip(sources, nears):
-            stereo_frame(frame, near, settings, "full_sbs", {})
+            stereo_frame(renderer, frame, near, settings, "full_sbs", {})
         render_s = time.perf_counter() - start
-        packed = [stereo_frame(frame, near, settings, "full_sbs", {}) for frame, near in zip(sources, nears)]
-    finally:
-        set_render_threads(None)
+        packed = [stereo_frame(renderer, frame, near, settings, "full_sbs", {}) for frame, near in zip(sources, nears)]
 
     with tempfile.TemporaryDirectory(prefix="bench-render-encode-") as tmp:
         start = time.perf_counter()

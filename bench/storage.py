@@ -82,13 +82,13 @@ def view_error(exact: np.ndarray, stored: np.ndarray, every: int = 4) -> dict:
     """Mean and 99th-percentile absolute difference (grey levels) of the views rendered from the near maps of
     ``exact`` and of ``stored`` depth, on every ``every``-th frame."""
     from stereo3d.stereo.near import near_from_depth
-    from stereo3d.stereo.warp import StereoSettings, render_stereo
+    from stereo3d.stereo.warp import Renderer, StereoSettings
 
-    image, settings = picture(), StereoSettings()
+    image, settings, renderer = picture(), StereoSettings(), Renderer()
     diffs = []
     for a, b in zip(exact[::every], stored[::every], strict=True):
-        views_a = render_stereo(image, near_from_depth(a), settings)
-        views_b = render_stereo(image, near_from_depth(b), settings)
+        views_a = renderer.render_stereo(image, near_from_depth(a), settings)
+        views_b = renderer.render_stereo(image, near_from_depth(b), settings)
         diffs += [np.abs(va.astype(np.int16) - vb.astype(np.int16)) for va, vb in zip(views_a, views_b)]
     diff = np.stack(diffs)
     return {"mean_grey": round(float(diff.mean()), 4), "p99_grey": float(np.percentile(diff, 99)),

@@ -3,16 +3,15 @@
 from stereo3d.stages.probe import load_probe
 from stereo3d.stages.render import EncodeSettings, render_video
 from stereo3d.stereo.layouts import layout_options
-from stereo3d.stereo.warp import StereoSettings, set_render_device, set_render_threads
+from stereo3d.stereo.warp import Renderer, StereoSettings
 from stereo3d.workflow.scripting import bad_source_record, render_device_id, run_guarded, setup_logging, source_of
 
 
 def main():
     s = snakemake.params.render  # {**config["render"], **config["encode"]}
-    set_render_threads(snakemake.threads)
     # The device is a speed setting: read from config, not params, so it triggers no rerun.
     runtime = snakemake.config["runtime"]
-    set_render_device(runtime["render_device"], render_device_id(runtime))
+    renderer = Renderer(runtime["render_device"], render_device_id(runtime), threads=snakemake.threads)
     render_video(
         video=source_of(snakemake),
         probe=load_probe(snakemake.input.probe, snakemake.input.frames),
@@ -22,6 +21,7 @@ def main():
         layout=s["layout"],
         encode=EncodeSettings.from_config(s),
         **layout_options(s["layout"], s),
+        renderer=renderer,
     )
 
 

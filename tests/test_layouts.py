@@ -267,12 +267,13 @@ def test_layouts_without_a_truthful_signal_get_none():
 def test_the_render_stages_frames_are_the_packed_views_with_edge_padding(layout, original_eye):
     # Full-size layouts have the views rendered straight into the packed frame: the same frame as packing them.
     from stereo3d.stages.render import stereo_frame
-    from stereo3d.stereo.warp import StereoSettings, render_stereo
+    from stereo3d.stereo.warp import Renderer, StereoSettings
 
     frame = views()[0]
     near = np.random.default_rng(5).random((6, 10)).astype(np.float32)
     settings = StereoSettings(8, 0.5, 1, original_eye=original_eye)
     options = {"eye_px": 32} if layout == "vr180" else {}
-    expected = pack(*render_stereo(frame, near, settings), layout, **options)
+    renderer = Renderer()
+    expected = pack(*renderer.render_stereo(frame, near, settings), layout, **options)
     expected = np.pad(expected, ((0, 1), (0, 1), (0, 0)), mode="edge")  # a column and a row, as for odd sides
-    np.testing.assert_array_equal(stereo_frame(frame, near, settings, layout, options, (1, 1)), expected)
+    np.testing.assert_array_equal(stereo_frame(renderer, frame, near, settings, layout, options, (1, 1)), expected)

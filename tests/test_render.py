@@ -1,9 +1,14 @@
 """Stereo rendering: parallax direction, occlusion order, hole filling from the background side."""
 
+import os
+
+import cv2
 import numpy as np
 import pytest
 
-from stereo3d.stereo.warp import StereoSettings, parallax_px, render_stereo, warp_view
+from stereo3d.stereo.warp import Renderer, StereoSettings, parallax_px
+
+CPU = Renderer()  # every CPU; the tests of this module share its threads
 
 
 def ramp_image(width=12, height=1):
@@ -15,7 +20,7 @@ def test_nearer_pixels_win_where_two_land_on_one_place():
     image = ramp_image()
     shift = np.zeros((1, 12), np.float32)
     shift[0, 4:6] = 2  # an object two columns wide moves right over the background
-    out = warp_view(image, shift)[0, :, 0] // 10
+    out = CPU.warp_view(image, shift)[0, :, 0] // 10
     assert list(out[6:8]) == [4, 5]  # the object covers background columns 6 and 7
 
 
@@ -23,7 +28,7 @@ def test_disocclusions_are_filled_from_the_background_side():
     image = ramp_image()
     shift = np.zeros((1, 12), np.float32)
     shift[0, 4:6] = 2
-    out = warp_view(image, shift)[0, :, 0] // 10
+    out = CPU.warp_view(image, shift)[0, :, 0] // 10
     assert list(out[4:6]) == [3, 3]  # the gap left behind repeats background column 3, not the object
 
 
@@ -33,7 +38,7 @@ def test_left_and_right_views_shift_near_content_in_opposite_directions():
     near = np.zeros((8, 40), np.float32)
     near[:, 18:22] = 1.0  # ...that is near
     settings = StereoSettings(divergence_pct=20, convergence=0.5, edge_dilate_px=0)
-    left, right = render_stereo(frame, near, settings)
+    left, right = CPU.render_stereo(frame, near, settings)
     centre = lambda view: np.nonzero(view[4, :, 0] == 255)[0].mean()  # noqa: E731
     assert centre(left) > 19.5 > centre(right)
 
@@ -65,14 +70,14 @@ def test_right_view_also_lets_nearer_pixels_win_and_fills_from_its_background_si
     image = ramp_image()
     shift = np.zeros((1, 12), np.float32)
     shift[0, 6:8] = 2  # the object moves left by 2 in the right view (mirror of the left-view case)
-    out = warp_view(image[:, ::-1], shift[:, ::-1])[:, ::-1][0, :, 0] // 10
+    out = CPU.warp_view(image[:, ::-1], shift[:, ::-1])[:, ::-1][0, :, 0] // 10
     assert list(out[4:6]) == [6, 7] and list(out[6:8]) == [8, 8]
 
 
 def test_a_uniform_shift_repeats_the_border_column_it_uncovers():
     image = np.repeat((np.arange(40, dtype=np.uint8) * 6)[None, :, None], 3, axis=2)
-    left = warp_view(image, np.full((1, 40), -12.0, np.float32))[0, :, 0] // 6
-    right = warp_view(image, np.full((1, 40), 12.0, np.float32))[0, :, 0] // 6
+    left = CPU.warp_view(image, np.full((1, 40), -12.0, np.float32))[0, :, 0] // 6
+    right = CPU.warp_view(image, np.full((1, 40), 12.0, np.float32))[0, :, 0] // 6
     assert list(left[:28]) == list(range(12, 40)) and (left[28:] == 39).all()
     assert (right[:12] == 0).all() and list(right[12:]) == list(range(28))
 
@@ -81,18 +86,18 @@ def test_divergence_scales_the_separation_of_the_eyes():
     frame, near = bar_scene()
     for divergence, expected in ((5, 3.0), (10, 6.0)):
         # Convergence 1: the background (near 0) is the screen plane, the bar comes out by the full divergence.
-        left, right = render_stereo(frame, near, StereoSettings(divergence, 1.0, 0))
+        left, right = CPU.render_stereo(frame, near, StereoSettings(divergence, 1.0, 0))
         assert bar_centre(left) - bar_centre(right) == pytest.approx(expected, abs=0.75)  # % of 60 px
         # Convergence 0: the bar (near 1) is the screen plane and stays put in both eyes.
-        left, right = render_stereo(frame, near, StereoSettings(divergence, 0.0, 0))
+        left, right = CPU.render_stereo(frame, near, StereoSettings(divergence, 0.0, 0))
         assert (left[:, 28:32] == 255).all() and (right[:, 28:32] == 255).all()
 
 
 def test_ipd_offset_moves_the_whole_scene_behind_the_screen():
     frame, near = bar_scene()
     base = StereoSettings(10, 0.5, 0)
-    left0, right0 = render_stereo(frame, near, base)
-    left, right = render_stereo(frame, near, StereoSettings(10, 0.5, 0, ipd_offset_pct=10))
+    left0, right0 = CPU.render_stereo(frame, near, base)
+    left, right = CPU.render_stereo(frame, near, StereoSettings(10, 0.5, 0, ipd_offset_pct=10))
     # +10 % of 60 px = 6 px more uncrossed parallax: the left view moves 3 px left, the right 3 px right.
     assert bar_centre(left) == pytest.approx(bar_centre(left0) - 3, abs=0.75)
     assert bar_centre(right) == pytest.approx(bar_centre(right0) + 3, abs=0.75)
@@ -105,13 +110,62 @@ def test_border_taper_keeps_zero_parallax_at_the_frame_edges():
     assert tapered[0, 50] == pytest.approx(5.0) and 0 < tapered[0, 10] < 5.0
 
 
+def near_at_frame_size(near, shape, edge_dilate_px):
+    """The near map as the parallax definition takes it, in float: bilinear to the frame's size, then its
+    foreground (larger values) grown by ``edge_dilate_px``."""
+    height, width = shape
+    if near.shape != shape:
+        near = cv2.resize(near, (width, height), interpolation=cv2.INTER_LINEAR)
+    if edge_dilate_px:
+        near = cv2.dilate(near, np.ones((2 * edge_dilate_px + 1,) * 2, np.uint8))
+    return near
+
+
+@pytest.mark.parametrize("taper", [False, True])
+def test_the_renderers_fixed_point_shift_is_the_float_parallax_rounded_to_its_grid(taper):
+    # The renderer's shift (share x parallax in 1/2**bits px) against parallax_px of the same near map brought to
+    # frame size in float: each rounding to the grid costs at most half a step (the taper's ramp only shrinks an
+    # earlier error), so one rounding at frame size, two with a resize or a taper, three with both; and the shift
+    # never strays more than one step from the float parallax rounded to the grid.
+    from stereo3d.stereo.warp import fixed_shift_of_near
+
+    rng = np.random.default_rng(25 + taper)
+    worst = {}
+    for _ in range(120):
+        height, width = int(rng.integers(1, 90)), int(rng.choice([int(rng.integers(2, 700)), 2500]))
+        shape = (height, width)
+        near_shape = shape if rng.random() < 0.3 else (int(rng.integers(1, 60)), int(rng.integers(1, 300)))
+        near = rng.random(near_shape).astype(np.float32)
+        if rng.random() < 0.5:  # flat regions with sharp edges, as segmented depth has them
+            near = np.round(near * 6).astype(np.float32) / 6
+        settings = StereoSettings(
+            divergence_pct=float(rng.uniform(-10, 10)),
+            convergence=float(rng.uniform(0, 1)),
+            edge_dilate_px=int(rng.integers(0, 4)),
+            ipd_offset_pct=float(rng.choice([0.0, rng.uniform(-5, 5)])),
+            border_taper_pct=float(rng.uniform(0, 50)) if taper else 0.0,
+            original_eye=str(rng.choice(["none", "left"])),
+        )
+        share = 0.5 if settings.original_eye == "none" else 1.0
+        shift = fixed_shift_of_near(near, shape, settings, share)
+        parallax = parallax_px(near_at_frame_size(near, shape, settings.edge_dilate_px), width, settings)
+        exact = parallax.astype(np.float64) * share * (1 << shift.bits)
+        resized, tapered = near_shape != shape, settings.border_taper_pct / 100 * width >= 1
+        error = float(np.abs(shift.values - exact).max())
+        assert error <= (1 + resized + tapered) / 2 + 1 / 128, (settings, shape, near_shape)  # + float32's error
+        assert np.abs(shift.values - np.rint(exact)).max() <= 1, (settings, shape, near_shape)
+        worst[resized, tapered] = max(worst.get((resized, tapered), 0.0), error)
+    print({f"resized={r} tapered={t}": round(e, 4) for (r, t), e in sorted(worst.items())})
+    assert {(False, taper), (True, taper)} <= set(worst)  # both cases were met
+
+
 def test_one_eye_can_stay_the_original_while_the_other_takes_all_parallax():
     frame, near = bar_scene()
     settings = StereoSettings(10, 1.0, 0, original_eye="left")
-    left, right = render_stereo(frame, near, settings)
+    left, right = CPU.render_stereo(frame, near, settings)
     assert left is frame
     assert bar_centre(left) - bar_centre(right) == pytest.approx(6.0, abs=0.75)  # the full separation in one eye
-    left, right = render_stereo(frame, near, StereoSettings(10, 1.0, 0, original_eye="right"))
+    left, right = CPU.render_stereo(frame, near, StereoSettings(10, 1.0, 0, original_eye="right"))
     assert right is frame and bar_centre(left) - bar_centre(right) == pytest.approx(6.0, abs=0.75)
 
 
@@ -123,8 +177,8 @@ def test_unknown_original_eye_is_refused():
 def test_edge_dilation_makes_the_foreground_edge_travel_with_the_foreground():
     frame, near = bar_scene()
     frame[:, 27] = 128  # an anti-aliased edge pixel that the near map calls background
-    plain, _ = render_stereo(frame, near, StereoSettings(20, 0.0, 0))
-    grown, _ = render_stereo(frame, near, StereoSettings(20, 0.0, 1))
+    plain, _ = CPU.render_stereo(frame, near, StereoSettings(20, 0.0, 0))
+    grown, _ = CPU.render_stereo(frame, near, StereoSettings(20, 0.0, 1))
     # Without dilation the grey edge stays behind with the background; with it, it moves with the bar.
     assert (plain[3, :, 0] == 128).sum() >= 1 and np.nonzero(plain[3, :, 0] == 128)[0].min() < 27
     assert np.nonzero(grown[3, :, 0] == 128)[0].min() >= 27
@@ -132,7 +186,7 @@ def test_edge_dilation_makes_the_foreground_edge_travel_with_the_foreground():
 
 def test_sub_pixel_shifts_resample_instead_of_rounding():
     image = np.repeat((np.arange(40, dtype=np.uint8) * 6)[None, :, None], 3, axis=2)
-    out = warp_view(image, np.full((1, 40), 0.5, np.float32))
+    out = CPU.warp_view(image, np.full((1, 40), 0.5, np.float32))
     assert out[0, 20, 0] == pytest.approx((image[0, 19, 0] + image[0, 20, 0]) / 2, abs=1)
 
 
@@ -141,8 +195,8 @@ def test_sixteen_bit_frames_render_the_same_views_as_eight_bit_ones():
     frame = rng.integers(0, 256, (8, 64, 3)).astype(np.uint8)
     near = rng.random((8, 64)).astype(np.float32)
     settings = StereoSettings(10, 0.5, 1)
-    deep = render_stereo(frame.astype(np.uint16) * 257, near, settings)
-    shallow = render_stereo(frame, near, settings)
+    deep = CPU.render_stereo(frame.astype(np.uint16) * 257, near, settings)
+    shallow = CPU.render_stereo(frame, near, settings)
     for view16, view8 in zip(deep, shallow, strict=True):
         assert view16.dtype == np.uint16
         # The same resampling at 16 bits: within the half step of 8-bit rounding (257 / 2) of the 8-bit view.
@@ -162,11 +216,11 @@ def test_near_maps_of_another_size_are_resized_to_the_frame():
     frame, near = bar_scene(width=64, height=8)
     small = near[::2, ::2]
     settings = StereoSettings(10, 1.0, 0)
-    left, right = render_stereo(frame, small, settings)
+    left, right = CPU.render_stereo(frame, small, settings)
     assert left.shape == frame.shape and right.shape == frame.shape
     # The views of the half-size map are those of the same map upscaled to the frame beforehand (bilinear: the
     # bar's edges get a ramp of parallax), within the rounding of the renderer's fixed-point shifts.
-    ref_left, ref_right = render_stereo(frame, bilinear_upscale(small, 8, 64), settings)
+    ref_left, ref_right = CPU.render_stereo(frame, bilinear_upscale(small, 8, 64), settings)
     assert np.abs(left.astype(int) - ref_left).max() <= 16 and np.abs(right.astype(int) - ref_right).max() <= 16
     # ...and the bar did come out of the screen: the eyes see it apart, the left eye on the right.
     assert bar_centre(left) - bar_centre(right) > 3
@@ -181,15 +235,13 @@ def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
     near = rng.random((64, 64)).astype(np.float32)
     serial = []
     for threads in (1, 2, 5, None):  # None: every CPU; 5: three slices per view, a lone eye's included
-        render.set_render_threads(threads)
-        try:
-            views = [render_stereo(frame, near, StereoSettings(original_eye=eye)) for eye in ("none", "left")]
-        finally:
-            render.set_render_threads(None)
+        with Renderer(threads=threads) as renderer:
+            assert renderer.threads == (threads or len(os.sched_getaffinity(0)))
+            views = [renderer.render_stereo(frame, near, StereoSettings(original_eye=eye)) for eye in ("none", "left")]
         serial = serial or views
         assert all(np.array_equal(a, b) for pair, ref in zip(views, serial) for a, b in zip(pair, ref))
     monkeypatch.setattr(render, "_PARALLEL_MIN_PIXELS", 10**9)
-    small = render_stereo(frame, near, StereoSettings())
+    small = CPU.render_stereo(frame, near, StereoSettings())
     assert all(np.array_equal(a, b) for a, b in zip(small, serial[0]))
 
 
@@ -235,8 +287,8 @@ def test_both_views_follow_the_pixel_by_pixel_splat_rule(spread):
     image = np.repeat((np.arange(width, dtype=np.uint16) * 64)[None, :, None], 3, axis=2).repeat(6, axis=0)
     # Divergence of 1 px per unit of near and convergence 1 make the parallax equal to the near map itself.
     settings = dict(divergence_pct=100 / width, convergence=1.0, edge_dilate_px=0)
-    left, _ = render_stereo(image, shift, StereoSettings(**settings, original_eye="right"))
-    _, right = render_stereo(image, shift, StereoSettings(**settings, original_eye="left"))
+    left, _ = CPU.render_stereo(image, shift, StereoSettings(**settings, original_eye="right"))
+    _, right = CPU.render_stereo(image, shift, StereoSettings(**settings, original_eye="left"))
     expect_left = np.array([splat_reference(row) for row in shift])
     expect_right = (width - 1) - np.array([splat_reference(row) for row in shift[:, ::-1]])[:, ::-1]
     np.testing.assert_array_equal(left[..., 0] / 64, np.clip(expect_left, 0, width - 1))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from stereo3d.stereo import splat, warp
-from stereo3d.stereo.warp import StereoSettings, render_stereo
+from stereo3d.stereo.warp import Renderer, StereoSettings
 
 
 def random_scene(rng, height, width, dtype):
@@ -26,26 +26,25 @@ def test_the_gpu_kernels_render_the_cpu_views_in_the_cuda_simulator(tmp_path):
     script = textwrap.dedent(
         """
         import numpy as np
-        from stereo3d.stereo import warp
-        from stereo3d.stereo.warp import StereoSettings, render_stereo, set_render_device, warp_view
+        from stereo3d.stereo.warp import Renderer, StereoSettings
 
         rng = np.random.default_rng(7)
         cases = [(np.uint8, StereoSettings(10, 0.5, 1)), (np.uint16, StereoSettings(6, 0.2, 0, ipd_offset_pct=2)),
-                 (np.uint8, StereoSettings(8, 0.7, 2, original_eye="right"))]
+                 (np.uint8, StereoSettings(8, 0.7, 2, original_eye="right")),
+                 (np.uint8, StereoSettings(9, 0.4, 1, ipd_offset_pct=1, border_taper_pct=20))]
+        cpu_renderer, gpu_renderer = Renderer("cpu"), Renderer("cuda")
+        assert cpu_renderer.device == "cpu"
+        assert gpu_renderer.device == "cuda", "the simulator offers a device"
         for dtype, settings in cases:
             frame = rng.integers(0, np.iinfo(dtype).max + 1, (5, 37, 3)).astype(dtype)
             near = np.round(rng.random((3, 9)) * 4).astype(np.float32) / 4
-            assert set_render_device("cpu") == "cpu"
-            cpu = render_stereo(frame, near, settings)
-            assert set_render_device("cuda") == "cuda", "the simulator offers a device"
-            gpu = render_stereo(frame, near, settings)
+            cpu = cpu_renderer.render_stereo(frame, near, settings)
+            gpu = gpu_renderer.render_stereo(frame, near, settings)
             for a, b in zip(cpu, gpu, strict=True):
                 assert a.dtype == b.dtype and np.array_equal(a, b), (dtype, settings)
         shift = (rng.random((4, 23)).astype(np.float32) - 0.5) * 30
         grey = rng.integers(0, 256, (4, 23)).astype(np.uint8)
-        on_gpu = warp_view(grey, shift)
-        set_render_device("cpu")
-        assert np.array_equal(on_gpu, warp_view(grey, shift))
+        assert np.array_equal(gpu_renderer.warp_view(grey, shift), cpu_renderer.warp_view(grey, shift))
         print("same views")
         """
     )
@@ -63,11 +62,11 @@ def test_the_gpu_resampling_compiled_for_the_cpu_equals_opencvs(dtype, mirrored)
     rng = np.random.default_rng(11)
     frame, near = random_scene(rng, 40, 301, dtype)
     settings = StereoSettings(10, 0.5, 2, ipd_offset_pct=3)
-    shift = warp._fixed_shift_of_near(near, frame.shape[:2], settings, 0.5)
+    shift = warp.fixed_shift_of_near(near, frame.shape[:2], settings, 0.5)
     compiled = np.empty_like(frame)
     splat.warp_rows(frame, shift.values, compiled, 0, frame.shape[0], mirrored, shift.bits)
     opencv = np.empty_like(frame)
-    warp._render_on_cpu(frame, shift, (mirrored,), [opencv])
+    Renderer()._render_on_cpu(frame, shift, (mirrored,), [opencv])
     np.testing.assert_array_equal(compiled, opencv)
 
 
@@ -78,14 +77,12 @@ def test_without_a_gpu_a_gpu_renderer_falls_back_to_the_cpu(caplog):
         pytest.skip("this machine has a CUDA GPU")
     rng = np.random.default_rng(3)
     frame, near = random_scene(rng, 6, 40, np.uint8)
-    reference = render_stereo(frame, near, StereoSettings())
-    try:
-        with caplog.at_level(logging.INFO, logger="stereo3d.stereo.warp"):
-            assert warp.set_render_device("cuda") == "cpu"
-            assert warp.set_render_device("auto") == "cpu"
-        assert any(r.levelname == "WARNING" and "rendering on the CPU" in r.message for r in caplog.records)
-        assert all(np.array_equal(a, b) for a, b in zip(render_stereo(frame, near, StereoSettings()), reference))
-        with pytest.raises(ValueError, match="render device"):
-            warp.set_render_device("gpu")
-    finally:
-        warp.set_render_device("cpu")
+    reference = Renderer("cpu").render_stereo(frame, near, StereoSettings())
+    with caplog.at_level(logging.INFO, logger="stereo3d.stereo.warp"):
+        asked_for_cuda = Renderer("cuda")
+        assert asked_for_cuda.device == "cpu" and Renderer("auto").device == "cpu"
+    assert any(r.levelname == "WARNING" and "rendering on the CPU" in r.message for r in caplog.records)
+    views = asked_for_cuda.render_stereo(frame, near, StereoSettings())
+    assert all(np.array_equal(a, b) for a, b in zip(views, reference))
+    with pytest.raises(ValueError, match="render device"):
+        Renderer("gpu")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stereo3d.stereo.warp import StereoSettings, render_stereo
+from stereo3d.stereo.warp import Renderer, StereoSettings
 
 WIDTH, HEIGHT = 480, 270
 Z_NEAR, Z_FAR = 2.0, 10.0
@@ -110,7 +110,7 @@ def psnr(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> float:
 @pytest.fixture(scope="module")
 def rendered():
     frame, near = source_view()
-    return render_stereo(frame, near, SETTINGS)
+    return Renderer().render_stereo(frame, near, SETTINGS)
 
 
 @pytest.mark.parametrize("eye,sign", [("left", 1.0), ("right", -1.0)])
@@ -123,7 +123,25 @@ def test_view_matches_the_analytic_truth_outside_disocclusions(rendered, eye, si
     assert score >= 35.0
 
 
-def test_the_scene_has_real_parallax():
-    # Guard against a vacuous pass: the nearest and farthest planes differ by many pixels between the eyes.
-    assert parallax_of(Z_NEAR) - parallax_of(Z_FAR) == pytest.approx(SETTINGS.divergence_pct / 100 * WIDTH)
-    assert parallax_of(Z_NEAR) > 5 and parallax_of(Z_FAR) < -5
+@pytest.mark.parametrize("z", [Z_NEAR, 2.7, 5.0, Z_FAR])
+def test_a_plane_lands_where_the_camera_pair_sees_it(z):
+    # A white bar at distance z before a black wall, in rows of its own: in each eye its centre must sit where a
+    # parallel camera pair with shifted sensors puts it, half the pair's disparity either side of the source view.
+    # The pair is worked out from the scene alone: the near map's range spans SETTINGS' divergence, so baseline x
+    # focal length is divergence_px / (1/Z_NEAR - 1/Z_FAR); the screen is at the distance whose near value is the
+    # zero-parallax plane. The disparity is then baseline x focal x (1/z - 1/z_screen).
+    baseline_focal_px = SETTINGS.divergence_pct / 100 * WIDTH / (1 / Z_NEAR - 1 / Z_FAR)
+    z_screen = 1 / (SETTINGS.zero_plane() * (1 / Z_NEAR - 1 / Z_FAR) + 1 / Z_FAR)
+    disparity = baseline_focal_px * (1 / z - 1 / z_screen)
+    frame = np.zeros((40, WIDTH, 3), np.uint8)
+    near = np.full((40, WIDTH), near_of(Z_FAR), np.float32)
+    frame[10:30, 200:260] = 255
+    near[10:30, 200:260] = near_of(z)
+    left, right = Renderer().render_stereo(frame, near, SETTINGS)
+    for view, sign in ((left, 1), (right, -1)):
+        weight = view[20, :, 0].astype(np.float64)
+        centre = (weight * np.arange(WIDTH)).sum() / weight.sum()
+        # The bar's occluding edge is resampled exactly; its other edge is a disocclusion, filled from the black
+        # background, which may miss up to half a pixel of the bar: the centre of 60 px moves by 1/4 px at most.
+        assert centre == pytest.approx(229.5 + sign * disparity / 2, abs=0.25 + 1 / 32), (z, sign, disparity)
+    assert abs(baseline_focal_px * (1 / Z_NEAR - 1 / z_screen)) > 5  # the nearest plane really moves

@@ -18,7 +18,7 @@ from stereo3d.io.atomic import atomic_output
 from stereo3d.qc.stats import PERCENTILES, MapSequence, check_counts, frame_times
 from stereo3d.stereo.layouts import anaglyph_dubois
 from stereo3d.stereo.near import near_from_depth
-from stereo3d.stereo.warp import StereoSettings, render_stereo
+from stereo3d.stereo.warp import Renderer, StereoSettings
 
 PLOT_SIZE_PX = (1000, 420)  # width, height of the line plots
 _DPI = 100
@@ -55,12 +55,13 @@ def contact_sheet(
     picks = sorted({min(total - 1, int((k + 0.5) * total / rows)) for k in range(rows)})
     header = ["source", "raw depth (per frame)", "stabilised near map", "anaglyph preview"]
     lines = [_label_row(header, tile_w)]
+    renderer = Renderer()
     for index in picks:
         with FrameReader(source, probe, start=index, count=1, size=(tile_w, tile_h)) as reader:
             frame = next(iter(reader))  # RGB
         raw = near_from_depth(depth_maps.frame(index), *near_pct)
         stable = near_maps.frame(index)
-        left, right = render_stereo(frame, stable, settings)
+        left, right = renderer.render_stereo(frame, stable, settings)
         tiles = [
             cv2.cvtColor(frame, cv2.COLOR_RGB2BGR),
             colourise(raw, (tile_w, tile_h)),

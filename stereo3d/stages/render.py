@@ -28,7 +28,7 @@ from stereo3d.io.probe import bit_depth, square_pixels
 from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
-from stereo3d.stereo.warp import StereoSettings, render_stereo
+from stereo3d.stereo.warp import Renderer, StereoSettings
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +89,16 @@ class RenderPlan:
 
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
                  layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings(), *,
-                 fov_deg: float = 90.0, eye_px: int = 0) -> dict:  # fmt: skip
+                 fov_deg: float = 90.0, eye_px: int = 0, renderer: Renderer | None = None) -> dict:  # fmt: skip
     """Render every frame of ``near``'s range (its ``start`` attribute onward) to ``layout`` and encode it, video
-    only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. Returns a summary for the log.
+    only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. ``renderer``: where the views
+    render (None: the CPU, every thread this process may use). Returns a summary for the log.
 
     Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done and
     they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
     name = Path(video).name
     options = {"fov_deg": fov_deg, "eye_px": eye_px}
+    renderer = Renderer() if renderer is None else renderer
     with MapReader(near) as nears:
         plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options)
         identity = job_identity([video, near], layout=layout, options=options, encode=asdict(encode),
@@ -108,7 +110,7 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         progress = Progress(log, f"render {name}", plan.count - done)
         try:
             with FrameReader(video, probe, start=plan.start + done, count=plan.count - done, deep=plan.deep) as frames:
-                render_pieces(plan, pieces, iter(frames), iter(nears.from_frame(done)), stereo, progress)
+                render_pieces(plan, pieces, iter(frames), iter(nears.from_frame(done)), stereo, renderer, progress)
         except StereoError:
             pieces.discard()  # a rerun would fail the same way: nothing to resume
             raise
@@ -172,32 +174,33 @@ def piece_times(pts_s: list[float], first: int, frames: int) -> tuple[float, ...
     return tuple(t - span[0] for t in span)
 
 
-def render_pieces(plan: RenderPlan, pieces: Pieces, frames, near_maps, stereo: StereoSettings,
+def render_pieces(plan: RenderPlan, pieces: Pieces, frames, near_maps, stereo: StereoSettings, renderer: Renderer,
                   progress: Progress) -> None:  # fmt: skip
     """Render and encode each piece not yet done, from the ``frames`` and ``near_maps`` iterators (both at the first
     such piece's first frame); each piece appears under its name only once complete."""
     for piece in pieces.todo():
         with VideoEncoder(pieces.path(piece.first), plan.stream, pts_s=piece.pts_s) as encoder:
             for _ in range(piece.frames):
-                packed = stereo_frame(next(frames), next(near_maps), stereo, plan.layout, plan.options, plan.padding)
+                packed = stereo_frame(renderer, next(frames), next(near_maps), stereo, plan.layout, plan.options,
+                                      plan.padding)  # fmt: skip
                 encoder.write(packed, owned=True)
                 progress.advance(1)
 
 
-def stereo_frame(frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str, options: dict,
-                 padding: tuple[int, int] = (0, 0)) -> np.ndarray:  # fmt: skip
+def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str,
+                 options: dict, padding: tuple[int, int] = (0, 0)) -> np.ndarray:  # fmt: skip
     """One output frame: the views of ``frame`` packed in ``layout``, then ``padding`` (columns, rows) repeating
     the last column and row. A layout that keeps both views whole has them rendered straight into the packed
     frame (no copy of 2 x 6 MB per 1080p frame)."""
     chosen = get_layout(layout)
     pad_w, pad_h = padding
     if chosen.eyes is None:
-        packed = chosen.pack(*render_stereo(frame, near, stereo), **options)
+        packed = chosen.pack(*renderer.render_stereo(frame, near, stereo), **options)
         return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     height, width = frame.shape[:2]
     out_w, out_h = chosen.size(width, height, **options)
     packed = np.empty((out_h + pad_h, out_w + pad_w, frame.shape[2]), frame.dtype)
-    render_stereo(frame, near, stereo, out=chosen.eyes(packed, width, height))
+    renderer.render_stereo(frame, near, stereo, out=chosen.eyes(packed, width, height))
     packed[:, out_w:] = packed[:, out_w - 1 : out_w]
     packed[out_h:] = packed[out_h - 1 : out_h]
     return packed

@@ -125,29 +125,24 @@ class CudaRenderer:
         return self._buffers
 
 
-_compiled = None
-
-
 def _kernels():
-    """The two kernels, built from splat's functions on first use (numba compiles them at their first launch)."""
-    global _compiled
-    if _compiled is None:
-        row_columns = cuda.jit(device=True)(splat.row_columns)
-        sample_pixel = cuda.jit(device=True)(splat.sample_pixel)
+    """The two kernels, built from splat's functions for one renderer (numba compiles them at their first launch,
+    in the renderer's check)."""
+    row_columns = cuda.jit(device=True)(splat.row_columns)
+    sample_pixel = cuda.jit(device=True)(splat.sample_pixel)
 
-        @cuda.jit
-        def columns_kernel(shift, mirrored, bits, columns):
-            row = cuda.grid(1)
-            if row < shift.shape[0] and mirrored:
-                row_columns(shift[row, ::-1], columns[row, ::-1], bits, True, 1)
-            elif row < shift.shape[0]:
-                row_columns(shift[row], columns[row], bits, False, 1)
+    @cuda.jit
+    def columns_kernel(shift, mirrored, bits, columns):
+        row = cuda.grid(1)
+        if row < shift.shape[0] and mirrored:
+            row_columns(shift[row, ::-1], columns[row, ::-1], bits, True, 1)
+        elif row < shift.shape[0]:
+            row_columns(shift[row], columns[row], bits, False, 1)
 
-        @cuda.jit
-        def sample_kernel(source, columns, out):
-            col, row = cuda.grid(2)
-            if row < source.shape[0] and col < source.shape[1]:
-                sample_pixel(source[row], out[row], col, columns[row, col])
+    @cuda.jit
+    def sample_kernel(source, columns, out):
+        col, row = cuda.grid(2)
+        if row < source.shape[0] and col < source.shape[1]:
+            sample_pixel(source[row], out[row], col, columns[row, col])
 
-        _compiled = (columns_kernel, sample_kernel)
-    return _compiled
+    return columns_kernel, sample_kernel

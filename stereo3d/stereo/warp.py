@@ -1,9 +1,9 @@
 """Depth-image-based rendering: a near map and its frame become left and right views.
 
-Parallax is ``(near - zero_plane) * divergence``: pixels nearer than the zero-parallax plane come out of the
-screen (the left view shifts them right, the right view left), farther ones go behind it. Because near maps are
-normalised inverse depth, this is exactly the parallax of a parallel camera pair with shifted sensors, so known
-geometry renders true (tests/test_render_geometry.py).
+Parallax is ``(near - zero_plane) * divergence`` (defined once, in ``Parallax``): pixels nearer than the
+zero-parallax plane come out of the screen (the left view shifts them right, the right view left), farther ones go
+behind it. Because near maps are normalised inverse depth, this is exactly the parallax of a parallel camera pair
+with shifted sensors, so known geometry renders true (tests/test_render_geometry.py).
 
 The warp is a forward splat along rows turned into a backward map, so the image is resampled once (bilinear,
 sub-pixel). For the left view a source column ``x`` lands at ``t(x) = x + shift(x)`` and claims target pixel
@@ -13,10 +13,10 @@ exactly when its target is not beyond every target to its left (a running maximu
 are disocclusions: they repeat the last claimed pixel to their left, which is the background side for this
 direction, never the foreground. The right view is the same computation mirrored.
 
-The near map becomes an int16 fixed-point shift (1/2**bits px) here, resized and dilated at frame size by
-OpenCV; the splat and the resampling of each row are ``stereo3d.stereo.splat``, compiled code that runs on the
-CPU's render threads or, with ``set_render_device("cuda")``, on an NVIDIA GPU (``stereo3d.stereo.cuda``), with
-the same pixels.
+The near map becomes an int16 fixed-point shift (1/2**bits px) here, that parallax rounded to the grid, resized
+and dilated at frame size by OpenCV; the splat and the resampling of each row are ``stereo3d.stereo.splat``,
+compiled code that a ``Renderer`` runs on the CPU's render threads or on an NVIDIA GPU (``stereo3d.stereo.cuda``),
+with the same pixels.
 """
 
 from __future__ import annotations
@@ -66,84 +66,95 @@ class StereoSettings:
         return cls(**{f.name: section[f.name] for f in fields(cls) if f.name in section})
 
 
-def render_stereo(frame: np.ndarray, near: np.ndarray, settings: StereoSettings,
-                  out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Left and right views (same dtype as ``frame``: uint8, or uint16 for deep sources; ``[H, W, 3]``) of an
-    RGB frame and its near map (float, larger = nearer, any size: resized to the frame). ``out``: two arrays of
-    the frame's shape and dtype (the halves of a packed frame, say) that the views are rendered into, and
-    returned; without it, an eye kept as the original is the frame itself."""
-    height, width = frame.shape[:2]
-    # Each eye takes half the parallax, in opposite directions; a lone rendered eye takes all of it.
-    share = 0.5 if settings.original_eye == "none" else 1.0
-    shift = _fixed_shift_of_near(near, (height, width), settings, share)
-    if settings.original_eye == "none":
-        left, right = _render_eyes(frame, shift, (False, True), out)
-        return left, right
-    rendered, kept = (1, 0) if settings.original_eye == "left" else (0, 1)
-    views = [frame, frame]
-    views[rendered] = _render_eyes(frame, shift, (rendered == 1,), None if out is None else (out[rendered],))[0]
-    if out is not None:
-        np.copyto(out[kept], frame)
-        views[kept] = out[kept]
-    return views[0], views[1]
+@dataclass(frozen=True, eq=False)
+class Parallax:
+    """The parallax of one frame width, the one definition that both the float QC path (``px``) and the renderer's
+    fixed-point shift (``fixed_shift``) evaluate: at column ``x``, in pixels (positive = in front of the screen),
 
+        ``parallax(x, near) = ramp(x) * divergence_px * (near - zero_plane) - ipd_px``
 
-def prepare_near(near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int) -> np.ndarray:
-    """The near map at frame size (``shape`` = (H, W)), float32, foreground grown by ``edge_dilate_px``.
+    ``ramp`` (``border_taper_pct``) goes smoothly from 0 at the left and right frame edges to 1 at that distance
+    from them: what the frame edge cuts then sits on the screen plane instead of floating in front of a window that
+    clips it (a window violation); None where the taper is narrower than a pixel. ``ipd_px``
+    (``ipd_offset_pct``) comes after the ramp, a uniform shift of both views: it moves the whole scene, border
+    included."""
 
-    Dilation comes after resizing: upscaling blurs a depth edge into a ramp, and growing the near side past that
-    ramp is what makes the foreground's edge pixels (often a blend of both sides) travel with the foreground.
-    ``render_stereo`` does the same in fixed point (``_fixed_shift_of_near``).
-    """
-    near = np.asarray(near, dtype=np.float32)
-    if near.shape != shape:
-        near = cv2.resize(near, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
-    if edge_dilate_px > 0:
-        size = 2 * edge_dilate_px + 1
-        near = cv2.dilate(near, cv2.getStructuringElement(cv2.MORPH_RECT, (size, size)))
-    return near
+    divergence_px: float
+    zero_plane: float
+    ipd_px: float
+    ramp: np.ndarray | None
+
+    @classmethod
+    def of(cls, settings: StereoSettings, width: int) -> Parallax:
+        taper_px = settings.border_taper_pct / 100.0 * width
+        return cls(
+            divergence_px=settings.divergence_pct / 100.0 * width,
+            zero_plane=settings.zero_plane(),
+            ipd_px=settings.ipd_offset_pct / 100.0 * width,
+            ramp=_border_ramp(width, float(taper_px)) if taper_px >= 1.0 else None,
+        )
+
+    def px(self, near: np.ndarray) -> np.ndarray:
+        """The parallax of a near map at frame width, float32."""
+        parallax = (np.asarray(near, dtype=np.float32) - np.float32(self.zero_plane)) * np.float32(self.divergence_px)
+        if self.ramp is not None:
+            parallax *= self.ramp
+        if self.ipd_px:
+            parallax -= np.float32(self.ipd_px)
+        return parallax
+
+    def fixed_shift(self, near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int, share: float) -> FixedShift:
+        """``share`` times ``px`` of the near map brought to frame size ``shape`` = (H, W) (bilinear) with its
+        foreground grown by ``edge_dilate_px``, rounded to the fixed-point grid of that width.
+
+        Dilation comes after resizing: upscaling blurs a depth edge into a ramp, and growing the near side past
+        that ramp is what makes the foreground's edge pixels (often a blend of both sides) travel with the
+        foreground. The depth term is an increasing linear function of the near map (for a non-negative
+        divergence), so it commutes with the resize and with the dilation: scaling the small near map first lets
+        both run on int16 at frame size instead of float32 (dilation of float32 at 1080p alone costs ~6 ms).
+
+        Each rounding to the grid is at most half a step off, and the ramp only shrinks an error, so the shift
+        lies within half a step per rounding of the exact value (tests/test_render.py measures it): one rounding
+        at frame size without a taper, one more for a resize (of rounded values), one more for a taper. The
+        taper is not uniform across columns, so it, and the IPD offset after it, come after the resize and the
+        dilation, in a rounding of their own; without a taper the IPD offset is a constant, folded into the
+        first rounding."""
+        height, width = shape
+        bits = _fraction_bits(width)
+        unit = share * (1 << bits)  # fixed-point units per pixel of parallax
+        gain = self.divergence_px * unit
+        ipd = self.ipd_px * unit
+        near = np.asarray(near, dtype=np.float32)
+        offset = -self.zero_plane * gain - (0.0 if self.ramp is not None else ipd)
+        values = cv2.addWeighted(near, gain, near, 0.0, offset, dtype=cv2.CV_16S)  # rounds, saturates
+        if values.shape != shape:
+            values = cv2.resize(values, (width, height), interpolation=cv2.INTER_LINEAR)
+        if edge_dilate_px > 0:
+            size = 2 * edge_dilate_px + 1
+            element = cv2.getStructuringElement(cv2.MORPH_RECT, (size, size))
+            # Growing the near side of the near map grows the larger side of the shift, or its smaller side when
+            # a negative divergence reverses the order.
+            values = (cv2.dilate if gain >= 0 else cv2.erode)(values, element)
+        if self.ramp is not None:
+            tapered = np.multiply(values, self.ramp, dtype=np.float32)
+            values = cv2.addWeighted(tapered, 1.0, tapered, 0.0, -ipd, dtype=cv2.CV_16S)
+        return FixedShift(values, bits)
 
 
 def parallax_px(near: np.ndarray, width: int, settings: StereoSettings) -> np.ndarray:
-    """Screen parallax in pixels (positive = in front of the screen) of a near map at frame size.
-
-    ``border_taper_pct`` multiplies the depth parallax by a smooth ramp from 0 at the left and right frame edges
-    to 1 at that distance from them: what the frame edge cuts then sits on the screen plane instead of floating
-    in front of a window that clips it (a window violation). ``ipd_offset_pct`` is added after, as a uniform
-    shift of both views: it moves the whole scene, border included.
-    """
-    divergence_px = settings.divergence_pct / 100.0 * width
-    parallax = (np.asarray(near, dtype=np.float32) - np.float32(settings.zero_plane())) * np.float32(divergence_px)
-    taper_px = settings.border_taper_pct / 100.0 * width
-    if taper_px >= 1.0:
-        parallax *= _border_ramp(width, float(taper_px))
-    if settings.ipd_offset_pct:
-        parallax -= np.float32(settings.ipd_offset_pct / 100.0 * width)
-    return parallax
+    """Screen parallax in pixels (positive = in front of the screen) of a near map at frame width (``Parallax``)."""
+    return Parallax.of(settings, width).px(near)
 
 
-def warp_view(image: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """Forward-warp ``image`` along rows by ``shift`` pixels (larger shift = nearer; positive moves right, as in
-    the left view): nearer pixels win, holes are filled from the left (the background side for this direction).
-    The shift is taken to the map's resolution, 1/2**bits pixel (1/32 up to 2046 columns)."""
-    return _render_eyes(image, _fixed_shift(np.asarray(shift, dtype=np.float32)), (False,))[0]
-
-
-def source_columns(shift: np.ndarray) -> np.ndarray:
-    """Backward map of the forward warp by ``shift`` (``[H, W]``, left-view direction): for every target pixel
-    the (fractional) source column it shows, float32 (-1: nothing lands at or left of it). See the module
-    docstring for occlusion and holes."""
-    fixed = _fixed_shift(np.asarray(shift, dtype=np.float32))
-    columns = np.empty(fixed.values.shape, np.float32)
-    _splat().source_map(fixed.values, 0, False, fixed.bits, columns)
-    return columns
-
-
-# --- helpers -------------------------------------------------------------------------------------------------
+def fixed_shift_of_near(near: np.ndarray, shape: tuple[int, int], settings: StereoSettings,
+                        share: float) -> FixedShift:  # fmt: skip
+    """The left view's shift of a near map (any size) for a frame of ``shape`` = (H, W): ``share`` of the
+    parallax, in fixed point (``Parallax.fixed_shift``)."""
+    return Parallax.of(settings, shape[1]).fixed_shift(near, shape, settings.edge_dilate_px, share)
 
 
 @dataclass(frozen=True)
-class _FixedShift:
+class FixedShift:
     """A shift map in fixed point: int16 ``values`` in units of 1/2**``bits`` pixel (left-view direction).
     Fixed point from the start makes every full-size pass over it half the bytes of float32, and it is exactly
     what the map resolves anyway. int16 holds +-1023 px at 5 bits (any width up to 2046), +-2047 px at 4 bits:
@@ -153,118 +164,186 @@ class _FixedShift:
     bits: int
 
 
-def _fixed_shift_of_near(near: np.ndarray, shape: tuple[int, int], settings: StereoSettings,
-                         share: float) -> _FixedShift:  # fmt: skip
-    """``share`` times ``parallax_px(prepare_near(near, shape, edge_dilate_px), width, settings)``, in fixed
-    point. The parallax is an increasing linear function of the near map (for a non-negative divergence), so it
-    commutes with the bilinear resize and with the dilation: scaling the small near map first lets both run on
-    int16 at frame size instead of float32 (dilation of float32 at 1080p alone costs ~6 ms). The border taper
-    is not uniform across columns, so it comes after them, as in ``parallax_px``."""
-    height, width = shape
-    bits = _fraction_bits(width)
-    unit = share * (1 << bits)  # fixed-point units per pixel of parallax
-    gain = settings.divergence_pct / 100.0 * width * unit
-    ipd = settings.ipd_offset_pct / 100.0 * width * unit
-    taper_px = settings.border_taper_pct / 100.0 * width
-    near = np.asarray(near, dtype=np.float32)
-    offset = -settings.zero_plane() * gain - (0.0 if taper_px >= 1.0 else ipd)
-    values = cv2.addWeighted(near, gain, near, 0.0, offset, dtype=cv2.CV_16S)  # rounds, saturates
-    if values.shape != shape:
-        values = cv2.resize(values, (width, height), interpolation=cv2.INTER_LINEAR)
-    if settings.edge_dilate_px > 0:
-        size = 2 * settings.edge_dilate_px + 1
-        element = cv2.getStructuringElement(cv2.MORPH_RECT, (size, size))
-        # Growing the near side of the near map grows the larger side of the shift, or its smaller side when
-        # a negative divergence reverses the order.
-        values = (cv2.dilate if gain >= 0 else cv2.erode)(values, element)
-    if taper_px >= 1.0:
-        tapered = np.multiply(values, _border_ramp(width, float(taper_px)), dtype=np.float32)
-        values = cv2.addWeighted(tapered, 1.0, tapered, 0.0, -ipd, dtype=cv2.CV_16S)
-    return _FixedShift(values, bits)
+class Renderer:
+    """Renders views on one device: ``cpu`` (``threads`` render threads, None: every CPU this process may use),
+    ``cuda`` (GPU ``device_id``, through numba-cuda) or ``auto`` (the GPU where numba finds one, else the CPU). A
+    GPU asked for and not found, or whose kernels fail their check (``cuda.open_renderer``), falls back to the CPU
+    with a warning, as ONNX Runtime's providers do; ``device`` says which one renders. The pixels are the same on
+    both. A render job holds one for its video: it keeps the GPU's buffers, the thread pool and each thread's
+    scratch arrays from frame to frame.
 
+    With ``threads`` given (the render job passes its own share of the machine; the encoder's threads come on
+    top), OpenCV's own pool, which is the process's, is kept to one thread until ``close``: the render threads
+    already slice every frame, and a second pool on the same cores only contends (about 10 % of the render's speed
+    on 2 cores)."""
 
-def _fixed_shift(shift: np.ndarray) -> _FixedShift:
-    bits = _fraction_bits(shift.shape[1])
-    return _FixedShift(cv2.addWeighted(shift, float(1 << bits), shift, 0.0, 0.0, dtype=cv2.CV_16S), bits)
+    def __init__(self, device: str = "cpu", device_id: int = 0, threads: int | None = None):
+        if device not in RENDER_DEVICES:
+            raise ValueError(f"unknown render device {device!r} (valid: {', '.join(RENDER_DEVICES)})")
+        self._gpu = None  # the CUDA renderer while the device is a GPU
+        self.device = self._open(device, device_id)
+        self._owns_opencv_threads = threads is not None
+        if threads is not None:
+            cv2.setNumThreads(1)
+        self.threads = max(1, int(threads)) if threads is not None else _usable_cpus()
+        # The calling thread works too, so the pool holds ``threads - 1`` workers.
+        self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="render") if self.threads > 1 else None
+        self._local = threading.local()  # each thread's scratch arrays (``_workspace``, ``_remap_source``)
 
+    def _open(self, device: str, device_id: int) -> str:
+        """The device that will render (``cpu`` or ``cuda``), with its GPU renderer kept where it is one."""
+        if device == "cpu":
+            log.info("rendering on the CPU")
+            return "cpu"
+        from stereo3d.stereo import cuda
 
-def _render_eyes(image: np.ndarray, shift: _FixedShift, mirrored: tuple[bool, ...],
-                 out: tuple[np.ndarray, ...] | None = None) -> list[np.ndarray]:  # fmt: skip
-    """One view per entry of ``mirrored`` (False: the left-view direction; True: the right view's, with nearer
-    content moving left and holes filled from the right), of an image ``[H, W]`` or ``[H, W, C]``, on the render
-    device (``set_render_device``), into ``out`` (new arrays if None)."""
-    image = np.asarray(image)
-    views = [np.empty_like(image) for _ in mirrored] if out is None else list(out)
-    if shift.values.shape[1] < 2:  # one column: nothing can move
-        for view in views:
-            np.copyto(view, image)
-    elif _gpu is not None:
-        rendered = _gpu.render(np.ascontiguousarray(image.reshape(*image.shape[:2], -1)), shift.values, shift.bits,
-                               mirrored)  # fmt: skip
-        for view, result in zip(views, rendered):
-            np.copyto(view, result.reshape(image.shape))
-    else:
-        _render_on_cpu(image, shift, mirrored, views)
-    return views
+        renderer, reason = cuda.open_renderer(device_id)
+        if renderer is not None:
+            self._gpu = renderer
+            log.info("rendering on %s", renderer.name)
+            return "cuda"
+        (log.warning if device == "cuda" else log.info)("rendering on the CPU: %s", reason)
+        return "cpu"
 
+    def close(self) -> None:
+        """Stops the render threads and gives OpenCV its default threads back (if this renderer took them)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+        if self._owns_opencv_threads:
+            cv2.setNumThreads(-1)
 
-def _render_on_cpu(image: np.ndarray, shift: _FixedShift, mirrored: tuple[bool, ...], views: list[np.ndarray]) -> None:
-    """Rows never exchange pixels, so each view is cut into horizontal slices, one job per render thread
-    (``set_render_threads``); the splat's compiled code and OpenCV release the GIL, so the slices run side by
-    side. Small frames stay in the calling thread: a hand-off costs more than it saves."""
-    height, width = shift.values.shape
-    source = _remap_source(image)
-    threads = _render_threads() if height * width >= _PARALLEL_MIN_PIXELS else 1
-    # Slices per view: enough to give every thread work, none thinner than a band (per-call overhead).
-    slices = max(1, min(-(-threads // len(views)), height // _band_rows(width)))
-    cuts = [round(height * k / slices) for k in range(slices + 1)]
-    jobs = [(source, shift, view, top, bottom, direction)
-            for view, direction in zip(views, mirrored) for top, bottom in zip(cuts, cuts[1:])]  # fmt: skip
-    pending = [_pool(threads).submit(_warp_rows, *job) for job in jobs[1:]] if threads > 1 else []
-    for job in jobs if threads == 1 else jobs[:1]:
-        _warp_rows(*job)
-    for job in pending:
-        job.result()
+    def __enter__(self) -> Renderer:
+        return self
 
+    def __exit__(self, *exc) -> None:
+        self.close()
 
-def _warp_rows(source: np.ndarray, shift: _FixedShift, out: np.ndarray, top: int, bottom: int,
-               mirrored: bool) -> None:  # fmt: skip
-    """Rows ``top:bottom`` of one view into ``out``, a band of rows at a time: the splat's source map
-    (``splat.source_map``), then OpenCV's bilinear ``remap``, whose SIMD code resamples about twice as fast as
-    the compiled scalar ``splat.sample_pixel`` that a GPU runs (the same pixels: tests/test_render_cuda.py). The
-    row map is the band's own row index: the vertical weight is 0, the image is only read along rows."""
-    width = shift.values.shape[1]
-    rows = min(bottom - top, _band_rows(width))
-    work = _workspace(rows, width)
-    source_map = _splat().source_map
-    for start in range(top, bottom, rows):
-        stop = min(start + rows, bottom)
-        n = stop - start
-        map_x = work.map_x[:n]
-        source_map(shift.values, start, mirrored, shift.bits, map_x)
-        if source.ndim == 3 and out.ndim == 3 and out.shape[2] == 3:
-            band = cv2.remap(source[start:stop], map_x, work.map_y[:n], cv2.INTER_LINEAR,
-                             dst=work.rgba(source.dtype)[:n], borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
-            cv2.cvtColor(band, cv2.COLOR_RGBA2RGB, dst=out[start:stop])
+    def render_stereo(self, frame: np.ndarray, near: np.ndarray, settings: StereoSettings,
+                      out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """Left and right views (same dtype as ``frame``: uint8, or uint16 for deep sources; ``[H, W, 3]``) of an
+        RGB frame and its near map (float, larger = nearer, any size: resized to the frame). ``out``: two arrays
+        of the frame's shape and dtype (the halves of a packed frame, say) that the views are rendered into, and
+        returned; without it, an eye kept as the original is the frame itself."""
+        height, width = frame.shape[:2]
+        # Each eye takes half the parallax, in opposite directions; a lone rendered eye takes all of it.
+        share = 0.5 if settings.original_eye == "none" else 1.0
+        shift = fixed_shift_of_near(near, (height, width), settings, share)
+        if settings.original_eye == "none":
+            left, right = self._render_eyes(frame, shift, (False, True), out)
+            return left, right
+        rendered, kept = (1, 0) if settings.original_eye == "left" else (0, 1)
+        views = [frame, frame]
+        target = None if out is None else (out[rendered],)
+        views[rendered] = self._render_eyes(frame, shift, (rendered == 1,), target)[0]
+        if out is not None:
+            np.copyto(out[kept], frame)
+            views[kept] = out[kept]
+        return views[0], views[1]
+
+    def warp_view(self, image: np.ndarray, shift: np.ndarray) -> np.ndarray:
+        """Forward-warp ``image`` along rows by ``shift`` pixels (larger shift = nearer; positive moves right, as
+        in the left view): nearer pixels win, holes are filled from the left (the background side for this
+        direction). The shift is taken to the map's resolution, 1/2**bits pixel (1/32 up to 2046 columns)."""
+        return self._render_eyes(image, _fixed_shift(np.asarray(shift, dtype=np.float32)), (False,))[0]
+
+    def _render_eyes(self, image: np.ndarray, shift: FixedShift, mirrored: tuple[bool, ...],
+                     out: tuple[np.ndarray, ...] | None = None) -> list[np.ndarray]:  # fmt: skip
+        """One view per entry of ``mirrored`` (False: the left-view direction; True: the right view's, with nearer
+        content moving left and holes filled from the right), of an image ``[H, W]`` or ``[H, W, C]``, on this
+        renderer's device, into ``out`` (new arrays if None)."""
+        image = np.asarray(image)
+        views = [np.empty_like(image) for _ in mirrored] if out is None else list(out)
+        if shift.values.shape[1] < 2:  # one column: nothing can move
+            for view in views:
+                np.copyto(view, image)
+        elif self._gpu is not None:
+            rendered = self._gpu.render(np.ascontiguousarray(image.reshape(*image.shape[:2], -1)), shift.values,
+                                        shift.bits, mirrored)  # fmt: skip
+            for view, result in zip(views, rendered):
+                np.copyto(view, result.reshape(image.shape))
         else:
-            cv2.remap(source[start:stop], map_x, work.map_y[:n], cv2.INTER_LINEAR, dst=out[start:stop],
-                      borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
+            self._render_on_cpu(image, shift, mirrored, views)
+        return views
+
+    def _render_on_cpu(self, image: np.ndarray, shift: FixedShift, mirrored: tuple[bool, ...],
+                       views: list[np.ndarray]) -> None:  # fmt: skip
+        """Rows never exchange pixels, so each view is cut into horizontal slices, one job per render thread;
+        the splat's compiled code and OpenCV release the GIL, so the slices run side by side. Small frames stay in
+        the calling thread: a hand-off costs more than it saves."""
+        height, width = shift.values.shape
+        source = self._remap_source(image)
+        threads = self.threads if height * width >= _PARALLEL_MIN_PIXELS else 1
+        # Slices per view: enough to give every thread work, none thinner than a band (per-call overhead).
+        slices = max(1, min(-(-threads // len(views)), height // _band_rows(width)))
+        cuts = [round(height * k / slices) for k in range(slices + 1)]
+        jobs = [(source, shift, view, top, bottom, direction)
+                for view, direction in zip(views, mirrored) for top, bottom in zip(cuts, cuts[1:])]  # fmt: skip
+        pending = [self._pool.submit(self._warp_rows, *job) for job in jobs[1:]] if threads > 1 else []
+        for job in jobs if threads == 1 else jobs[:1]:
+            self._warp_rows(*job)
+        for job in pending:
+            job.result()
+
+    def _warp_rows(self, source: np.ndarray, shift: FixedShift, out: np.ndarray, top: int, bottom: int,
+                   mirrored: bool) -> None:  # fmt: skip
+        """Rows ``top:bottom`` of one view into ``out``, a band of rows at a time: the splat's source map
+        (``splat.source_map``), then OpenCV's bilinear ``remap``, whose SIMD code resamples about twice as fast as
+        the compiled scalar ``splat.sample_pixel`` that a GPU runs (the same pixels: tests/test_render_cuda.py).
+        The row map is the band's own row index: the vertical weight is 0, the image is only read along rows."""
+        width = shift.values.shape[1]
+        rows = min(bottom - top, _band_rows(width))
+        work = self._workspace(rows, width)
+        source_map = _splat().source_map
+        for start in range(top, bottom, rows):
+            stop = min(start + rows, bottom)
+            n = stop - start
+            map_x = work.map_x[:n]
+            source_map(shift.values, start, mirrored, shift.bits, map_x)
+            if source.ndim == 3 and out.ndim == 3 and out.shape[2] == 3:
+                band = cv2.remap(source[start:stop], map_x, work.map_y[:n], cv2.INTER_LINEAR,
+                                 dst=work.rgba(source.dtype)[:n], borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
+                cv2.cvtColor(band, cv2.COLOR_RGBA2RGB, dst=out[start:stop])
+            else:
+                cv2.remap(source[start:stop], map_x, work.map_y[:n], cv2.INTER_LINEAR, dst=out[start:stop],
+                          borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
+
+    def _remap_source(self, image: np.ndarray) -> np.ndarray:
+        """The image as ``cv2.remap`` resamples it fastest. OpenCV's vectorised float-map remap handles 1 and 4
+        channels (8 or 16 bit); 3 channels take a scalar path about 2.5x slower, so RGB goes through RGBA (one
+        conversion per frame, shared by both eyes)."""
+        if image.ndim == 3 and image.shape[2] == 3:
+            # Into a kept buffer of the calling thread: a fresh frame-sized array per frame costs its page faults.
+            # The views are finished before render_stereo returns, so the next frame may overwrite it.
+            key = (image.shape[:2], image.dtype)
+            buffer = self._local.__dict__.get("rgba")
+            if buffer is None or buffer[0] != key:
+                buffer = (key, np.empty((*image.shape[:2], 4), image.dtype))
+                self._local.rgba = buffer
+            return cv2.cvtColor(image, cv2.COLOR_RGB2RGBA, dst=buffer[1])
+        return np.ascontiguousarray(image)
+
+    def _workspace(self, rows: int, width: int) -> _Workspace:
+        spaces = self._local.__dict__.setdefault("spaces", {})
+        if (rows, width) not in spaces:
+            if len(spaces) >= 4:  # a long-lived renderer meeting many sizes keeps only a few
+                spaces.clear()
+            spaces[(rows, width)] = _Workspace(rows, width)
+        return spaces[(rows, width)]
 
 
-def _remap_source(image: np.ndarray) -> np.ndarray:
-    """The image as ``cv2.remap`` resamples it fastest. OpenCV's vectorised float-map remap handles 1 and 4
-    channels (8 or 16 bit); 3 channels take a scalar path about 2.5x slower, so RGB goes through RGBA (one
-    conversion per frame, shared by both eyes)."""
-    if image.ndim == 3 and image.shape[2] == 3:
-        # Into a kept buffer of the calling thread: a fresh frame-sized array per frame costs its page faults.
-        # The views are finished before render_stereo returns, so the next frame may overwrite it.
-        key = (image.shape[:2], image.dtype)
-        buffer = _local.__dict__.get("rgba")
-        if buffer is None or buffer[0] != key:
-            buffer = (key, np.empty((*image.shape[:2], 4), image.dtype))
-            _local.rgba = buffer
-        return cv2.cvtColor(image, cv2.COLOR_RGB2RGBA, dst=buffer[1])
-    return np.ascontiguousarray(image)
+# --- helpers -------------------------------------------------------------------------------------------------
+
+
+def _fixed_shift(shift: np.ndarray) -> FixedShift:
+    bits = _fraction_bits(shift.shape[1])
+    return FixedShift(cv2.addWeighted(shift, float(1 << bits), shift, 0.0, 0.0, dtype=cv2.CV_16S), bits)
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _band_rows(width: int) -> int:
@@ -289,18 +368,6 @@ class _Workspace:
         return self._rgba[key]
 
 
-_local = threading.local()
-
-
-def _workspace(rows: int, width: int) -> _Workspace:
-    spaces = _local.__dict__.setdefault("spaces", {})
-    if (rows, width) not in spaces:
-        if len(spaces) >= 4:  # a long-lived process meeting many sizes keeps only a few
-            spaces.clear()
-        spaces[(rows, width)] = _Workspace(rows, width)
-    return spaces[(rows, width)]
-
-
 def _splat():
     """The compiled splat, imported when something renders: numba's import (0.3 s) stays out of processes that
     only read ``StereoSettings`` from here, such as the workflow's DAG build."""
@@ -317,67 +384,6 @@ def _fraction_bits(width: int) -> int:
     while bits > 1 and (width + 2) << bits > 0xFFFF:
         bits -= 1
     return bits
-
-
-_pool_lock = threading.Lock()
-_executor: ThreadPoolExecutor | None = None
-_executor_size = 0
-_threads: int | None = None
-_gpu = None  # the CUDA renderer while the render device is a GPU (set_render_device)
-
-
-def set_render_threads(threads: int | None) -> None:
-    """Threads rendering one frame (None: every CPU this process may use). The render job passes its own share
-    of the machine; the encoder's threads come on top. With a share given, OpenCV's own pool is kept to one
-    thread: the render threads already slice every frame, and a second pool on the same cores only contends
-    (about 10 % of the render's speed on 2 cores). None gives OpenCV its default back."""
-    global _threads
-    _threads = None if threads is None else max(1, int(threads))
-    cv2.setNumThreads(1 if threads is not None else -1)
-
-
-def set_render_device(device: str = "cpu", device_id: int = 0) -> str:
-    """Where frames render: ``cpu`` (the render threads), ``cuda`` (GPU ``device_id``, through numba-cuda) or
-    ``auto`` (the GPU where numba finds one, else the CPU). A GPU asked for and not found, or whose kernels fail
-    their check (``cuda.open_renderer``), falls back to the CPU with a warning, as ONNX Runtime's providers do.
-    The pixels are the same on both. Returns the device used."""
-    global _gpu
-    if device not in RENDER_DEVICES:
-        raise ValueError(f"unknown render device {device!r} (valid: {', '.join(RENDER_DEVICES)})")
-    _gpu = None
-    if device == "cpu":
-        log.info("rendering on the CPU")
-        return "cpu"
-    from stereo3d.stereo import cuda
-
-    renderer, reason = cuda.open_renderer(device_id)
-    if renderer is not None:
-        _gpu = renderer
-        log.info("rendering on %s", renderer.name)
-        return "cuda"
-    (log.warning if device == "cuda" else log.info)("rendering on the CPU: %s", reason)
-    return "cpu"
-
-
-def _render_threads() -> int:
-    if _threads is not None:
-        return _threads
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    """The calling thread works too, so the pool holds ``threads - 1`` workers (rebuilt if the count changes)."""
-    global _executor, _executor_size
-    with _pool_lock:
-        if _executor is None or _executor_size != threads - 1:
-            if _executor is not None:
-                _executor.shutdown(wait=False)
-            _executor = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="render")
-            _executor_size = threads - 1
-        return _executor
 
 
 def _border_ramp(width: int, taper_px: float) -> np.ndarray:
