@@ -120,34 +120,44 @@ def planned_jobs_each(workdir: Path, overrides: dict[str, dict]) -> dict[str, di
     return plans
 
 
+def shared_folder(tmp_path_factory, name: str, build) -> Path:
+    """The folder ``name`` of this test session, made once by ``build(folder)``.
+
+    Under pytest-xdist the workers share it: the first to need it builds it while the others wait on a lock, then
+    all use it. A folder without its ``.done`` mark is a build that failed or was cut short, and is built again."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above every worker's own
+    folder, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 def export_cache(tmp_path_factory) -> Path:
-    """A folder holding smoke DA3 weights and their export at the tests' aspect tiers, made once per session.
-
-    Under pytest-xdist the workers share it: the first to need it builds it (Snakemake on both cores) while the
-    others wait on a lock, then all link from it. A folder without its ``done`` mark is a build that failed or
-    was cut short, and is built again."""
+    """A folder holding smoke DA3 weights and their export at the tests' aspect tiers, and the tiny NVDS
+    checkpoint and its split pair at NVDS_TIER: the workflow's own export rules, validated, once per session."""
     if "cache" not in _cache:
-        from filelock import FileLock
-
-        shared = tmp_path_factory.getbasetemp()
-        if os.environ.get("PYTEST_XDIST_WORKER"):
-            shared = shared.parent  # the run's folder, above every worker's own
-        cache, done = shared / "da3-export-cache", shared / "da3-export-cache.done"
-        with FileLock(str(shared / "da3-export-cache.lock")):
-            if not done.exists():
-                from stereo3d.demo.smoke import write_smoke_checkpoint, write_smoke_weights
-                from stereo3d.models.nvds.model import NvdsConfig
-
-                shutil.rmtree(cache, ignore_errors=True)
-                write_smoke_weights(cache / DA3_WEIGHTS, "small", seed=0)
-                write_smoke_checkpoint(cache / NVDS_WEIGHTS, config=NvdsConfig.tiny(), seed=0)
-                (cache / "videos").mkdir()
-                write_config(cache, export={**NVDS_EXPORT, "nvds_tiers": [NVDS_TIER], "nvds_modes": ["split"]})
-                # An empty library: DA3 at every aspect tier, and the tiny NVDS pair at the tests' tier.
-                snakemake(cache, "exports", timeout=3600)  # five exports: minutes, more on a busy machine
-                done.touch()
-        _cache["cache"] = cache
+        _cache["cache"] = shared_folder(tmp_path_factory, "da3-export-cache", _build_export_cache)
     return _cache["cache"]
+
+
+def _build_export_cache(cache: Path) -> None:
+    from stereo3d.demo.smoke import write_smoke_checkpoint, write_smoke_weights
+    from stereo3d.models.nvds.model import NvdsConfig
+
+    write_smoke_weights(cache / DA3_WEIGHTS, "small", seed=0)
+    write_smoke_checkpoint(cache / NVDS_WEIGHTS, config=NvdsConfig.tiny(), seed=0)
+    (cache / "videos").mkdir()
+    write_config(cache, export={**NVDS_EXPORT, "nvds_tiers": [NVDS_TIER], "nvds_modes": ["split"]})
+    # An empty library: DA3 at every aspect tier, and the tiny NVDS pair at the tests' tier.
+    snakemake(cache, "exports", timeout=3600)  # five exports: minutes, more on a busy machine
 
 
 def exported_workdir(tmp_path_factory, name: str, exports: tuple[str, ...] | None = None, nvds: bool = False) -> Path:

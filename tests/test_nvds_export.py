@@ -11,6 +11,7 @@ from pathlib import Path
 import onnx
 import pytest
 import torch
+from harness import shared_folder
 
 from stereo3d.demo.smoke import write_smoke_checkpoint
 from stereo3d.errors import BadConfig
@@ -23,20 +24,20 @@ WIDTH, HEIGHT = 96, 64
 REPO = Path(__file__).resolve().parents[1]
 
 
-def tiny_export(root: Path) -> Path:
+def tiny_export(tmp_path_factory) -> Path:
     """Smoke weights + split and monolith exports, made once per session (shared with the stabiliser tests)."""
-    out = root / "nvds_tiny"
-    if not (out / "done").exists():
+
+    def build(out: Path) -> None:
         torch.set_num_threads(1)
         write_smoke_checkpoint(out / "NVDS_Stabilizer.pth", NvdsConfig.tiny(), seed=0)
         export_nvds(out / "NVDS_Stabilizer.pth", out, WIDTH, HEIGHT, config=NvdsConfig.tiny())
-        (out / "done").touch()
-    return out
+
+    return shared_folder(tmp_path_factory, "nvds_tiny", build)
 
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory) -> Path:
-    return tiny_export(tmp_path_factory.getbasetemp())
+    return tiny_export(tmp_path_factory)
 
 
 def _report(models: Path, role: str) -> dict:

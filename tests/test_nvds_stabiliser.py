@@ -28,7 +28,7 @@ MONOLITH_FILES = ["NVDS_Stabilizer_96x64.onnx"]
 def models(tmp_path_factory):
     from test_nvds_export import tiny_export  # one export per session, shared with the export tests
 
-    return tiny_export(tmp_path_factory.getbasetemp())
+    return tiny_export(tmp_path_factory)
 
 
 @pytest.fixture
