@@ -13,7 +13,7 @@ def main():
         depth=list(snakemake.input.depth),
         near=list(snakemake.input.near),
         render=snakemake.params.render,
-        near_pct=(near["low_pct"], near["high_pct"]),
+        near_pct=(near["near.low_pct"], near["near.high_pct"]),
         comfort_limit_pct=snakemake.params.comfort_limit_pct,
         out_contact_sheet=snakemake.output.contact_sheet,
         out_flicker=snakemake.output.flicker,

@@ -4,11 +4,13 @@ from stereo3d.stages.probe import load_probe
 from stereo3d.stages.render import EncodeSettings, render_video
 from stereo3d.stereo.layouts import layout_options
 from stereo3d.stereo.warp import Renderer, StereoSettings
+from stereo3d.workflow.keys import section_of
 from stereo3d.workflow.scripting import bad_source_record, render_device_id, run_guarded, setup_logging, source_of
 
 
 def main():
-    s = snakemake.params.render  # {**config["render"], **config["encode"]}
+    settings = snakemake.params.render  # stereo3d.workflow.keys.render_settings: {dotted key: value}
+    render, encode = section_of(settings, "render"), section_of(settings, "encode")
     # The device is a speed setting: read from config, not params, so it triggers no rerun.
     runtime = snakemake.config["runtime"]
     renderer = Renderer(runtime["render_device"], render_device_id(runtime), threads=snakemake.threads)
@@ -17,10 +19,10 @@ def main():
         probe=load_probe(snakemake.input.probe, snakemake.input.frames),
         near=snakemake.input.near,
         out=snakemake.output.video,
-        stereo=StereoSettings.from_config(s),
-        layout=s["layout"],
-        encode=EncodeSettings.from_config(s),
-        **layout_options(s["layout"], s),
+        stereo=StereoSettings.from_config(render),
+        layout=render["layout"],
+        encode=EncodeSettings.from_config(encode),
+        **layout_options(render["layout"], render),
         renderer=renderer,
     )
 

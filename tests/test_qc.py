@@ -213,7 +213,8 @@ def test_stereo_settings_ignore_keys_of_other_sections():
 
 def _ema_flicker(tmp_path, alpha):
     """map_statistics of the EMA's near maps (the real near_plan and near_maps stages) of depth.maps."""
-    settings = {"method": "ema", "low_pct": 2.0, "high_pct": 98.0, "ema_alpha": alpha, "cut_threshold": 0.25}
+    settings = {"stabilise.method": "ema", "near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.ema_alpha": alpha,
+                "stabilise.cut_threshold": 0.25}  # fmt: skip
     depth, plan, near = tmp_path / "depth.maps", tmp_path / f"plan-{alpha}.npz", tmp_path / f"near-{alpha}.maps"
     make_near_plan([depth], plan, settings)
     make_near_maps(tmp_path / "clip.mp4", {}, depth, near, settings, plan=plan)

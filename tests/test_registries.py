@@ -15,9 +15,9 @@ from stereo3d.models.da3.tiers import DEFAULT_TIERS, FITS
 from stereo3d.models.names import DA3_CONTRACTS, DA3_VARIANTS, NVDS_GRAPHS, nvds_onnx_names
 from stereo3d.stabilisers import Stabiliser, get_stabiliser, stabilisers
 from stereo3d.stages.render import PIECE_FRAMES, EncodeSettings
-from stereo3d.stereo.layouts import LAYOUTS, SIGNALS
+from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, LAYOUTS, SIGNALS
 from stereo3d.workflow.config import load_schema, validate_config
-from stereo3d.workflow.keys import near_key, near_settings
+from stereo3d.workflow.keys import MUX_ONLY, NEAR_KEYS, RENDER_KEYS, near_key, near_settings, render_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
@@ -105,6 +105,20 @@ def test_the_encode_defaults_are_the_schemas_and_config_yamls():
     assert f"  piece_frames: {PIECE_FRAMES}\n" in CONFIG_DOC
 
 
+def test_each_stage_names_every_key_that_changes_its_results_by_its_dotted_name():
+    render, encode = SCHEMA["properties"]["render"]["properties"], SCHEMA["properties"]["encode"]["properties"]
+    options = {f"render.{key}" for key in LAYOUT_OPTION_KEYS}
+    assert {*RENDER_KEYS, *options, *MUX_ONLY} == {f"render.{k}" for k in render} | {f"encode.{k}" for k in encode}
+    config, _ = validate_config({"render": {"layout": "vr180", "vr180_fov_deg": 100}}, SCHEMA)
+    sections = {s: config[s] for s in ("da3", "stabilise", "near", "render", "encode")}
+    settings = render_settings(sections)
+    assert set(settings) == {*RENDER_KEYS, "render.vr180_fov_deg", "render.vr180_eye_px"}
+    assert settings["render.vr180_fov_deg"] == 100 and settings["encode.crf"] == config["encode"]["crf"]
+    near = near_settings({**sections, "stabilise": {**config["stabilise"], "method": "nvds"}}, config)
+    assert set(near) == {*NEAR_KEYS, "stabilise.nvds_tier", "stabilise.nvds_graphs", "export.nvds_architecture"}
+    assert near["export.nvds_architecture"] == config["export"]["nvds_architecture"]  # not a per-video section
+
+
 def test_near_key_changes_with_the_methods_own_keys_only():
     config, _ = validate_config({}, SCHEMA)
     sections = {s: config[s] for s in ("da3", "stabilise", "near", "render", "encode")}
@@ -125,7 +139,7 @@ def test_near_key_changes_with_the_methods_own_keys_only():
 def test_nvds_declares_the_models_of_its_graphs():
     nvds = get_stabiliser("nvds")
     for graphs in NVDS_GRAPHS:
-        assert nvds.models({"nvds_tier": "96x64", "nvds_graphs": graphs}) == [
+        assert nvds.models({"stabilise.nvds_tier": "96x64", "stabilise.nvds_graphs": graphs}) == [
             f"NVDS/{name}" for name in nvds_onnx_names("96x64", graphs)
         ]
     assert nvds_onnx_names("96x64", "split") == ["NVDS_Backbone_96x64.onnx", "NVDS_Head_96x64.onnx"]
@@ -148,7 +162,7 @@ def test_the_registry_finds_a_new_method_by_its_module_alone(tmp_path, monkeypat
         "from stereo3d.stabilisers.registry import Stabiliser\n"
         "def run(job):\n"
         "    for raw in job.depths:\n"
-        "        job.write(np.full(raw.shape, job.settings['level'], np.float32))\n"
+        "        job.write(np.full(raw.shape, job.settings['stabilise.level'], np.float32))\n"
         "STABILISER = Stabiliser(name='constant', summary='test only', run=run, keys=('stabilise.level',))\n"
     )
     monkeypatch.setattr(package, "__path__", [*package.__path__, str(extra)])
@@ -159,7 +173,8 @@ def test_the_registry_finds_a_new_method_by_its_module_alone(tmp_path, monkeypat
         with MapWriter(depth, "log", attrs={"start": 0}) as store:
             for _ in range(3):
                 store.append(np.ones((4, 6), np.float32))
-        make_near_maps("clip.mp4", {}, depth, tmp_path / "near.maps", {"method": "constant", "level": 0.25})
+        settings = {"stabilise.method": "constant", "stabilise.level": 0.25}
+        make_near_maps("clip.mp4", {}, depth, tmp_path / "near.maps", settings)
         with MapReader(tmp_path / "near.maps") as near:
             assert near.frames == 3
             np.testing.assert_allclose(near.read(), 0.25, atol=1e-4)

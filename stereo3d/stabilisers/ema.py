@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 def range_table(depth_segments: list[str | Path], out: str | Path, settings: dict) -> FrameTable:
     """The plan's working table beside ``out``: each frame's own range of inverse depth and its picture change
     (what a killed plan leaves, for the next attempt of the same plan)."""
-    identity = job_identity(depth_segments, low_pct=settings["low_pct"], high_pct=settings["high_pct"])
+    identity = job_identity(depth_segments, low_pct=settings["near.low_pct"], high_pct=settings["near.high_pct"])
     return FrameTable(partial_path(out), ("lo", "hi", "change"), identity)
 
 
@@ -36,7 +36,7 @@ def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> d
     Reading every depth map of a film takes minutes, so the frames' own ranges are kept in a resumable table as
     they are found (``stereo3d.io.frametable``): a killed plan continues after its last stored chunk."""
     out = Path(out)
-    low, high = settings["low_pct"], settings["high_pct"]
+    low, high = settings["near.low_pct"], settings["near.high_pct"]
     table = range_table(depth_segments, out, settings)
     if table.resumed:
         total = sum(_frames(path) for path in depth_segments)
@@ -55,8 +55,8 @@ def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> d
     smoothed = ema_ranges(
         np.stack([columns["lo"], columns["hi"]], axis=1),
         columns["change"],
-        settings["ema_alpha"],
-        settings["cut_threshold"],
+        settings["stabilise.ema_alpha"],
+        settings["stabilise.cut_threshold"],
     )
     with atomic_output(out) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, lo=smoothed[:, 0], hi=smoothed[:, 1])

@@ -21,14 +21,16 @@ HISTORY = WINDOW_FRAMES - 1  # frames before the target in the window
 
 
 def models(settings: dict) -> list[str]:
-    return [f"NVDS/{name}" for name in nvds_onnx_names(settings["nvds_tier"], settings["nvds_graphs"])]
+    return [
+        f"NVDS/{name}" for name in nvds_onnx_names(settings["stabilise.nvds_tier"], settings["stabilise.nvds_graphs"])
+    ]
 
 
 def run(job: NearJob) -> None:
-    tier = tuple(int(v) for v in job.settings["nvds_tier"].split("x"))
-    low, high = job.settings["low_pct"], job.settings["high_pct"]
-    stabiliser = open_stabiliser(job.models_dir, *tier, job.options, graphs=job.settings["nvds_graphs"])
-    log.info("NVDS %s: %s graphs", job.settings["nvds_tier"], stabiliser.mode)
+    tier = tuple(int(v) for v in job.settings["stabilise.nvds_tier"].split("x"))
+    low, high = job.settings["near.low_pct"], job.settings["near.high_pct"]
+    stabiliser = open_stabiliser(job.models_dir, *tier, job.options, graphs=job.settings["stabilise.nvds_graphs"])
+    log.info("NVDS %s: %s graphs", job.settings["stabilise.nvds_tier"], stabiliser.mode)
     history = min(HISTORY, job.start)
     if history and job.earlier is None:
         raise ValueError("an NVDS segment after the first needs the depth before it")

@@ -43,7 +43,7 @@ class NearJob:
     probe: dict
     depths: object  # the raw depth from the job's first frame on (iterate for frames; .frames, .attrs)
     start: int  # the job's first frame in the video
-    settings: dict  # near.* with "method" and the stabiliser's keys (by their last name part)
+    settings: dict  # {dotted key: value}: stereo3d.workflow.keys.near_settings (NEAR_KEYS and its own keys)
     write: Callable[[np.ndarray], None]  # stores the next near map
     plan: Path | None = None
     earlier: Callable[[int], np.ndarray] | None = None  # earlier(n): raw depth [n, h, w] of the n frames before

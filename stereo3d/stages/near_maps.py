@@ -31,10 +31,11 @@ def make_near_maps(
 ) -> dict:
     """Write one near map per depth map of the segment ``depth`` to the map store ``out``.
 
-    ``settings`` are the video's near settings: ``near.*``, ``method`` and the method's own keys (what the
-    workflow's ``near_settings`` gives). ``plan``, ``previous_depth`` and ``models_dir`` are what the method
-    declares it needs (its plan file, the raw depth before the segment, the folder of its models)."""
-    stabiliser = get_stabiliser(settings["method"])
+    ``settings`` are the video's near settings by their dotted config keys: ``near.*``, ``stabilise.method`` and
+    the method's own keys (what the workflow's ``near_settings`` gives). ``plan``, ``previous_depth`` and
+    ``models_dir`` are what the method declares it needs (its plan file, the raw depth before the segment, the
+    folder of its models)."""
+    stabiliser = get_stabiliser(settings["stabilise.method"])
     declared = stabiliser.models(settings) if stabiliser.models and models_dir else []
     models = [Path(models_dir) / Path(name).name for name in declared]
     identity = job_identity([video, depth, plan, previous_depth, *models], settings=settings)

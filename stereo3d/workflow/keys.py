@@ -3,7 +3,9 @@ setting switched back finds its old result instead of recomputing it, and a sett
 moves its results.
 
 A video's settings are its config sections with its sheet row laid over them (``da3``, ``stabilise``, ``near``,
-``render``, ``encode``); the functions here say which of them reach which stage.
+``render``, ``encode``). Which of them reach which stage is said here once, by their dotted names as config.yaml
+writes them (``render.divergence_pct``); a stage gets exactly those, under those names, and their values name its
+results. tests/test_reruns.py checks every key of the schema against the stages it reruns.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from stereo3d.models.da3.runtime import PLACEMENTS
 from stereo3d.models.da3.tiers import FIT_PLACEMENT, export_shape
 from stereo3d.models.names import DA3_VARIANTS
 from stereo3d.stabilisers import get_stabiliser
-from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, get_layout
+from stereo3d.stereo.layouts import get_layout
 
 DEPTH_KEY = re.compile(rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)x([0-9]+)_(float|u8)_({'|'.join(PLACEMENTS)})(_fast)?")
 NEAR_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
@@ -49,35 +51,51 @@ def parse_depth_key(key: str) -> dict:
             "precision": "fast" if fast else "exact"}  # fmt: skip
 
 
-def near_settings(sections: dict, config: dict) -> dict:
-    """Everything that changes a video's near maps: ``near.*``, the method, and the keys its stabiliser declares
-    (from the video's sections, else the config's), by their last name part."""
+# The keys that change a video's near maps, whatever its method; its stabiliser adds the keys it declares.
+NEAR_KEYS = ("near.low_pct", "near.high_pct", "stabilise.method")
+# The keys that change the encoded stereo video (the render stage); the chosen layout adds its own options.
+RENDER_KEYS = (
+    "render.layout", "render.divergence_pct", "render.convergence", "render.edge_dilate_px",
+    "render.ipd_offset_pct", "render.border_taper_pct", "render.original_eye",
+    "encode.codec", "encode.crf", "encode.preset", "encode.pix_fmt", "encode.deep_codec", "encode.stereo_signal",
+    "encode.piece_frames",
+)  # fmt: skip
+MUX_ONLY = ("encode.container",)  # read by the final mux (rule join) alone
+
+
+def near_settings(sections: dict, config: dict) -> dict[str, Any]:
+    """The video's near-map settings, ``{dotted key: value}``: NEAR_KEYS and the keys its stabiliser declares
+    (from the video's sections, else the config's)."""
     stabiliser = get_stabiliser(sections["stabilise"]["method"])
-    settings = {**sections["near"], "method": stabiliser.name}
-    for dotted in stabiliser.keys:
-        section, name = dotted.split(".")
-        settings[name] = (sections.get(section) or config[section])[name]
-    return settings
+    return {key: setting(sections, config, key) for key in (*NEAR_KEYS, *stabiliser.keys)}
 
 
-MUX_ONLY = ("container",)  # encode keys the final mux reads, and the render stage does not
-
-
-def render_settings(sections: dict) -> dict:
-    """Everything that changes the encoded stereo video's bytes: the render and encode sections, less the
-    options of layouts other than the chosen one and what only the final mux reads."""
+def render_settings(sections: dict) -> dict[str, Any]:
+    """The video's render settings, ``{dotted key: value}``: RENDER_KEYS and the options of its layout."""
     layout = get_layout(sections["render"]["layout"])
-    render = {k: v for k, v in sections["render"].items() if k in layout.options or k not in LAYOUT_OPTION_KEYS}
-    encode = {k: v for k, v in sections["encode"].items() if k not in MUX_ONLY}
-    return {**render, **encode}
+    options = tuple(f"render.{name}" for name in sorted(layout.options))
+    return {key: setting(sections, {}, key) for key in (*RENDER_KEYS, *options)}
+
+
+def setting(sections: dict, config: dict, dotted: str) -> Any:
+    """The value of ``section.name`` in the video's sections, else in the config."""
+    section, name = dotted.split(".")
+    return (sections.get(section) or config[section])[name]
+
+
+def section_of(settings: dict[str, Any], section: str) -> dict[str, Any]:
+    """The keys of one config section among dotted ``settings``, by their names in it (as the section's own
+    dataclasses take them: ``StereoSettings.from_config``, ``EncodeSettings.from_config``)."""
+    prefix = f"{section}."
+    return {key[len(prefix) :]: value for key, value in settings.items() if key.startswith(prefix)}
 
 
 def near_key(settings: dict) -> str:
-    return keyed(settings["method"], settings)
+    return keyed(settings["stabilise.method"], settings)
 
 
 def render_key(settings: dict) -> str:
-    return keyed(settings["layout"], settings)
+    return keyed(settings["render.layout"], settings)
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

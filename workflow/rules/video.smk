@@ -58,6 +58,7 @@ rule near_plan:
     conda:
         "../../envs/runtime.yaml"
     params:
+        # {dotted key: value}: keys.NEAR_KEYS and the stabiliser's own keys
         near=get_near_params,
     script:
         "../../scripts/near_plan.py"
@@ -86,6 +87,7 @@ rule near_maps:
         gpu=1,
         mem_mb=4000,
     params:
+        # {dotted key: value}: keys.NEAR_KEYS and the stabiliser's own keys
         near=get_near_params,
     script:
         "../../scripts/near_maps.py"
@@ -112,6 +114,7 @@ rule render:
     resources:
         mem_mb=3000,
     params:
+        # {dotted key: value}: keys.RENDER_KEYS and the layout's own options
         render=get_render_params,
     script:
         "../../scripts/render.py"
@@ -133,6 +136,7 @@ rule join:
         P.benchmark("join", "{video}{tag}.{ext}")
     conda:
         "../../envs/runtime.yaml"
+    # The container (encode.container, keys.MUX_ONLY) is the result's extension.
     params:
         starts=get_segment_starts,
     script:
