@@ -450,7 +450,7 @@ def tier_exports(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    ("tier", "shape"), [("16:9", (140, 84)), ("4:3", (140, 98)), ("1:1", (140, 140)), ("2.39:1", (140, 56)),
+    ("tier", "shape"), [("16:9", (140, 84)), ("4:3", (140, 112)), ("1:1", (140, 140)), ("2.39:1", (140, 56)),
                         ("9:16", (84, 140))],
 )  # fmt: skip
 def test_every_aspect_tier_exports_and_validates(tier_exports, reference, tier, shape):
