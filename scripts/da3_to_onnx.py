@@ -1,10 +1,10 @@
-"""Export DA3 Small/Base/Mono-Large to fixed-shape, depth-only ONNX (thin adapter over stereo3d.models.da3.export).
+"""Export a DA3 variant to fixed-shape, depth-only ONNX (thin adapter over stereo3d.models.da3.export).
 
 Command line (the seed's options, names keep both contracts apart; --aspect makes an aspect tier's export):
     python scripts/da3_to_onnx.py --variant both --validate --fold-preprocess --size 518
     python scripts/da3_to_onnx.py --variant small --fold-preprocess --size 518 --aspect 16:9   # 518x294
 Snakemake (`script:`): input.weights; output.onnx, output.validation; params model (variant, width, height,
-contract), opset, validate, exporter; config export.fail_rel_mean_err; log[0].
+contract), opset, exporter; config export.fail_rel_mean_err; log[0].
 """
 
 import argparse
@@ -15,6 +15,10 @@ from pathlib import Path
 # Run from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from stereo3d.models.da3.variants import VARIANTS  # noqa: E402  (torch-free: the parser's choices)
+
+SEED_BOTH = ("small", "base")  # the seed's --variant both
+
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
@@ -24,10 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     from stereo3d.errors import StereoError
     from stereo3d.models.da3.export import da3_onnx_name, export_da3
     from stereo3d.models.da3.tiers import parse_aspect, tier_shape
-    from stereo3d.models.names import da3_weights_folder  # seed layout: <src-root>/{Small,Base}/model.safetensors
 
     contract = "uint8" if args.fold_preprocess else "float"
-    variants = ["small", "base"] if args.variant == "both" else [args.variant]
+    variants = SEED_BOTH if args.variant == "both" else (args.variant,)
     try:
         shape = tier_shape(parse_aspect(args.aspect), args.size) if args.aspect else (args.size, args.size)
     except ValueError as exc:
@@ -35,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for variant in variants:
             export_da3(
-                weights=Path(args.src_root) / da3_weights_folder(variant) / "model.safetensors",
+                weights=Path(args.src_root) / VARIANTS[variant].folder / "model.safetensors",  # the seed's layout
                 out_path=Path(args.out_dir) / da3_onnx_name(variant, shape, contract),
                 variant=variant,
                 size=shape,
@@ -76,21 +79,23 @@ def _export_for_rule(smk) -> None:
         variant=params.model["variant"],
         size=(int(params.model["width"]), int(params.model["height"])),
         contract=params.model["contract"],
-        opset=int(params.get("opset", 18)),
-        device=params.get("device", "cpu"),
-        validate=bool(params.get("validate", True)),
+        opset=int(params.opset),
+        # The workflow offers neither: it traces on the CPU and always validates (the report is a declared output).
+        device="cpu",
+        validate=True,
         # A check, not a setting of the bytes: read from config so that changing it reruns nothing.
         fail_rel_mean_err=smk.config["export"]["fail_rel_mean_err"],
-        exporter=params.get("exporter", "dynamo"),
+        exporter=params.exporter,
     )
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--variant", choices=["small", "base", "mono_large", "both"], default="small",
-                   help="both = small and base")  # fmt: skip
+    p.add_argument("--variant", choices=[*VARIANTS, "both"], default="small",
+                   help=f"both = {' and '.join(SEED_BOTH)}")  # fmt: skip
+    folders = ", ".join(f"{row.folder}/" for row in VARIANTS.values())
     p.add_argument("--src-root", default="weights/DA3",
-                   help="folder holding Small/, Base/ (and Mono-Large/) model.safetensors")  # fmt: skip
+                   help=f"folder holding the variants' folders ({folders}) with their model.safetensors")  # fmt: skip
     p.add_argument("--vendor", help="DA3 source root containing depth_anything_3/ (default: installed package)")
     p.add_argument("--out-dir", default="models/DA3")
     p.add_argument("--size", type=int, default=518, help="input side (the longest with --aspect), a multiple of 14")

@@ -1,5 +1,13 @@
-"""DA3 export: Small at side 140 with smoke weights, both contracts, shared across the tests below; every aspect
-tier (the workflow's exports of the session); Mono-Large with its sky output."""
+"""DA3 export with smoke weights. Exports cost about a minute each on two cores (dynamo; legacy about 12 s), so each
+point reads an export made once: the session's workflow exports (`snakemake exports`: DA3 Small, uint8, dynamo, at
+every aspect tier of longest side 140, from another process) and, made here once per module,
+
+- Small's float contract at the 16:9 tier's 140x84 by the legacy exporter (its static output dims, and agreement
+  with the workflow's uint8 export of the same shape);
+- a re-export of the workflow's 16:9 tier (the one extra export the byte-identity test needs);
+- Mono-Large at 42x28 with the float contract (dynamo): its sky output.
+
+Independent references: eager PyTorch with the same smoke weights, the weights' own sha256, the known shapes."""
 
 from __future__ import annotations
 
@@ -11,14 +19,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_export_extra
-from harness import export_cache
+from harness import DA3_MODELS, export_cache
 
 from stereo3d.errors import BadConfig
 from stereo3d.models.da3.export import da3_onnx_name, export_da3, parse_da3_onnx_name
 from stereo3d.models.da3.model import CONTRACTS, VARIANTS, normalise_image
 from stereo3d.models.validation import read_metadata, validation_path
 
-SIZE = 140
+SIZE = 140  # the session's exports' longest side (tests/harness.py)
+WIDTH, HEIGHT = SHAPE = (140, 84)  # its 16:9 tier: an aspect shape
+MONO_SHAPE = (42, 28)  # 3x2 patches: Mono-Large's ViT-L costs by the token
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "da3_to_onnx.py"
 
 
@@ -36,18 +46,30 @@ def smoke_weights(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def exported(smoke_weights, tmp_path_factory):
-    """contract -> (onnx path, report); each export takes tens of seconds on 2 CPU cores. The uint8 one is the
-    session's 1:1 tier, made by the workflow from the same seeded weights (the same bytes as smoke_weights)."""
-    out_dir = tmp_path_factory.mktemp("models")
-    result = {}
-    for contract in CONTRACTS:
-        path = out_dir / da3_onnx_name("small", SIZE, contract)
-        if contract == "uint8":
-            path = export_cache(tmp_path_factory) / "models/DA3" / path.name
-            result[contract] = path, json.loads(validation_path(path).read_text())
-            continue
-        result[contract] = path, export_da3(smoke_weights, path, "small", size=SIZE, contract=contract)
-    return result
+    """contract -> (onnx path, report) of DA3 Small at 140x84. uint8: the workflow's 16:9 tier (dynamo, the default
+    exporter), its report read from disk; float: exported here by the legacy exporter, the report it returned."""
+    uint8 = export_cache(tmp_path_factory) / DA3_MODELS / da3_onnx_name("small", SHAPE, "uint8")
+    path = tmp_path_factory.mktemp("models") / da3_onnx_name("small", SHAPE, "float")
+    report = export_da3(smoke_weights, path, "small", size=SHAPE, contract="float", exporter="legacy")
+    return {"uint8": (uint8, json.loads(validation_path(uint8).read_text())), "float": (path, report)}
+
+
+@pytest.fixture(scope="module")
+def sessions(exported):
+    """contract -> one ONNX Runtime (CPU) session on that export, shared: opening one takes seconds."""
+    return {contract: _session(path) for contract, (path, _) in exported.items()}
+
+
+@pytest.fixture(scope="module")
+def reference(smoke_weights):
+    """contract -> eager PyTorch DA3 Small (upstream code, unpatched) with the smoke weights, depth only."""
+    from stereo3d.models.da3.checkpoint import load_da3_weights
+    from stereo3d.models.da3.model import build_da3, depth_module
+
+    net = build_da3("small")
+    load_da3_weights(net, smoke_weights)
+    net.cam_enc = net.cam_dec = None
+    return {contract: depth_module(net, contract) for contract in CONTRACTS}
 
 
 def _session(path):
@@ -56,8 +78,20 @@ def _session(path):
     return open_session(path, SessionOptions(providers=("cpu",)))
 
 
-def _rgb(batch, seed=1):
-    return np.random.default_rng(seed).integers(0, 256, (batch, SIZE, SIZE, 3), dtype=np.uint8)
+def _rgb(batch, seed=1, shape=SHAPE):
+    width, height = shape
+    return np.random.default_rng(seed).integers(0, 256, (batch, height, width, 3), dtype=np.uint8)
+
+
+def _feed(rgb, contract):
+    return rgb if contract == "uint8" else normalise_image(rgb)
+
+
+def _torch_depth(module, x):
+    import torch
+
+    with torch.no_grad():
+        return module(torch.from_numpy(x)).numpy()
 
 
 def _rel(a, b):
@@ -130,62 +164,72 @@ def test_size_not_multiple_of_14_is_rejected(size, tmp_path):
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
-def test_onnx_matches_pytorch(exported, contract):
+def test_onnx_matches_pytorch(exported, sessions, reference, contract):
     report = exported[contract][1]
+    x = _feed(_rgb(2, seed=3), contract)
+    depth = sessions[contract].run(["depth"], {"image": x})[0]
+    assert depth.shape == (2, HEIGHT, WIDTH) and depth.dtype == np.float32
+    assert _rel(_torch_depth(reference[contract], x), depth) <= 1e-5
+    # The export's own figures agree (its validation ran on another seeded image).
     assert report["rel_mean_err"] <= 1e-5
-    assert report["batches"]["1"]["output_shape"] == [1, SIZE, SIZE]
-    assert report["batches"]["2"]["output_shape"] == [2, SIZE, SIZE]
-
-
-def test_onnx_checker_full_check_passes(exported):
-    import onnx
-
-    onnx.checker.check_model(str(exported["float"][0]), full_check=True)
-
-
-def test_only_the_batch_axis_is_dynamic(exported):
-    import onnx
-
-    model = onnx.load(str(exported["float"][0]), load_external_data=False)
-    (inp,), (out,) = model.graph.input, model.graph.output
-    dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (inp, out)]
-    assert dims == [["batch", 3, SIZE, SIZE], ["batch", SIZE, SIZE]]
+    assert report["batches"]["1"]["output_shape"] == [1, HEIGHT, WIDTH]
+    assert report["batches"]["2"]["output_shape"] == [2, HEIGHT, WIDTH]
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
-def test_batch_of_three_equals_three_single_frames(exported, contract):
-    session = _session(exported[contract][0])
-    rgb = _rgb(3)
-    x = rgb if contract == "uint8" else normalise_image(rgb)
+def test_onnx_checker_full_check_passes(exported, contract):
+    import onnx
+
+    onnx.checker.check_model(str(exported[contract][0]), full_check=True)
+
+
+@pytest.mark.parametrize(
+    ("contract", "exporter", "image"),
+    [("uint8", "dynamo", ["batch", HEIGHT, WIDTH, 3]), ("float", "legacy", ["batch", 3, HEIGHT, WIDTH])],
+)
+def test_only_the_batch_axis_is_dynamic_with_either_exporter(exported, contract, exporter, image):
+    import onnx
+
+    path, report = exported[contract]
+    assert report["exporter"] == exporter
+    model = onnx.load(str(path), load_external_data=False)
+    (inp,), (out,) = model.graph.input, model.graph.output
+    dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (inp, out)]
+    assert dims == [image, ["batch", HEIGHT, WIDTH]]
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_batch_of_three_equals_three_single_frames(sessions, contract):
+    session = sessions[contract]
+    x = _feed(_rgb(3), contract)
     batched = session.run(["depth"], {"image": x})[0]
-    assert batched.shape == (3, SIZE, SIZE) and batched.dtype == np.float32
+    assert batched.shape == (3, HEIGHT, WIDTH) and batched.dtype == np.float32
     singles = np.concatenate([session.run(["depth"], {"image": x[i : i + 1]})[0] for i in range(3)])
     assert _rel(singles, batched) < 1e-5
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
-def test_the_depth_stages_bound_batches_give_the_sessions_own_outputs(exported, contract):
+def test_the_depth_stages_bound_batches_give_the_sessions_own_outputs(exported, sessions, contract):
     # DepthModel.infer feeds the batch by I/O binding (on a GPU: one upload, one download); the same numbers.
     from stereo3d.models.da3.runtime import DepthModel
 
     path = exported[contract][0]
-    model = DepthModel(_session(path), path)
-    rgb = _rgb(3, seed=4)
-    x = rgb if contract == "uint8" else normalise_image(rgb)
-    assert model.device == ("cpu", 0)
+    model = DepthModel(sessions[contract], path)
+    x = _feed(_rgb(3, seed=4), contract)
+    assert model.device == ("cpu", 0) and model.shape == SHAPE
     np.testing.assert_array_equal(model.infer(x)[0], model.session.run(["depth"], {"image": x})[0])
 
 
-def test_float_and_uint8_contracts_agree(exported):
+def test_float_and_uint8_contracts_agree(sessions):
     rgb = _rgb(2, seed=7)
-    from_float = _session(exported["float"][0]).run(["depth"], {"image": normalise_image(rgb)})[0]
-    from_uint8 = _session(exported["uint8"][0]).run(["depth"], {"image": rgb})[0]
+    from_float = sessions["float"].run(["depth"], {"image": normalise_image(rgb)})[0]
+    from_uint8 = sessions["uint8"].run(["depth"], {"image": rgb})[0]
     assert np.max(np.abs(from_float - from_uint8) / np.abs(from_float)) <= 1e-4
 
 
-def test_smoke_depth_is_not_flat(exported):
-    low, high = exported["float"][1]["reference_depth_range"]
-    assert high > 2 * low > 0  # the demo renders it: visible variation
+def test_smoke_depth_is_not_flat(sessions):
+    depth = sessions["uint8"].run(["depth"], {"image": _rgb(1, seed=5)})[0]
+    assert depth.max() > 2 * depth.min() > 0  # the demo renders it: visible variation
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
@@ -195,48 +239,55 @@ def test_metadata_states_the_contract(exported, contract, smoke_weights):
     meta = read_metadata(exported[contract][0])
     assert meta["stereo3d.model"] == "da3"
     assert (meta["stereo3d.variant"], meta["stereo3d.size"], meta["stereo3d.contract"]) == ("small", "140", contract)
-    assert (meta["stereo3d.width"], meta["stereo3d.height"], meta["stereo3d.outputs"]) == ("140", "140", "depth")
+    assert (meta["stereo3d.width"], meta["stereo3d.height"], meta["stereo3d.outputs"]) == ("140", "84", "depth")
     assert (meta["stereo3d.input_name"], meta["stereo3d.output_name"]) == ("image", "depth")
     assert meta["stereo3d.input_layout"] == ("NCHW" if contract == "float" else "NHWC")
     assert json.loads(meta["stereo3d.norm_mean"]) == [0.485, 0.456, 0.406]
     assert json.loads(meta["stereo3d.norm_std"]) == [0.229, 0.224, 0.225]
     assert "smaller = nearer" in meta["stereo3d.output_semantics"]
+    # The workflow's export too came from these bytes: the same seed writes the same file.
     assert meta["stereo3d.weights_sha256"] == sha256_file(smoke_weights)
     assert meta["stereo3d.smoke"] == "true"
 
 
-def test_validation_json_sits_beside_the_model(exported):
-    path, report = exported["uint8"]
+@pytest.mark.parametrize(("contract", "exporter"), [("uint8", "dynamo"), ("float", "legacy")])
+def test_validation_json_sits_beside_the_model(exported, smoke_weights, contract, exporter):
+    from stereo3d.models.validation import sha256_file
+
+    path, report = exported[contract]
     on_disk = json.loads(validation_path(path).read_text())
-    assert on_disk == json.loads(json.dumps(report))
-    for key in (
-        "output_shape",
-        "max_abs_err",
-        "mean_abs_err",
-        "rel_mean_err",
-        "providers",
-        "opset",
-        "exporter",
-        "variant",
-        "size",
-        "width",
-        "height",
-        "contract",
-        "weights_sha256",
-        "positional_embedding",
-        "export_seconds",
-        "file_bytes",
-    ):
-        assert key in on_disk, key
-    assert on_disk["providers"] == ["CPUExecutionProvider"]
-    assert on_disk["file_bytes"] == path.stat().st_size
-    assert (on_disk["variant"], on_disk["size"], on_disk["contract"], on_disk["opset"]) == ("small", 140, "uint8", 18)
+    if contract == "float":  # exported in this process: the file holds what export_da3 returned
+        assert on_disk == json.loads(json.dumps(report))
+    for key in ("max_abs_err", "mean_abs_err", "rel_mean_err", "export_seconds", "nodes"):
+        assert isinstance(on_disk[key], (int, float)) and on_disk[key] >= 0, key
+    known = {
+        "model": "da3",
+        "variant": "small",
+        "size": SIZE,
+        "width": WIDTH,
+        "height": HEIGHT,
+        "contract": contract,
+        "opset": 18,  # the schema's default (the workflow) and export_da3's
+        "exporter": exporter,
+        "device": "cpu",
+        "weights_sha256": sha256_file(smoke_weights),
+        "smoke": True,
+        "outputs": ["depth"],
+        "positional_embedding": {"folded": True, "patches": [HEIGHT // 14, WIDTH // 14]},
+        "validated": True,
+        "onnx_checker": "full_check passed",
+        "output_shape": [2, HEIGHT, WIDTH],
+        "providers": ["CPUExecutionProvider"],
+        "file_bytes": path.stat().st_size,
+    }
+    assert {key: on_disk.get(key) for key in known} == known
 
 
 def test_reexport_is_byte_identical(exported, smoke_weights, tmp_path):
+    """The workflow's export (another process, through the script) and this one: the same bytes."""
     first = exported["uint8"][0]
     again = tmp_path / first.name
-    export_da3(smoke_weights, again, "small", size=SIZE, contract="uint8", validate=False)
+    export_da3(smoke_weights, again, "small", size=SHAPE, contract="uint8", validate=False)
     assert again.read_bytes() == first.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == [first.name, first.name + ".validation.json"]
 
@@ -253,25 +304,12 @@ def test_export_patches_are_undone():
     assert (rope.PositionGetter.__call__, rope.RotaryPositionEmbedding2D.forward) == before
 
 
-def _seeded_small():
-    """A seeded random DA3 Small, depth only: (net, float-contract module)."""
-    _needs_export_stack()
-    import torch
-
-    from stereo3d.models.da3.model import build_da3, depth_module
-
-    torch.manual_seed(0)
-    net = build_da3("small")
-    net.cam_enc = net.cam_dec = None
-    return net, depth_module(net)
-
-
-def test_patched_rope_path_matches_upstream():
+def test_patched_rope_path_matches_upstream(reference):
     import torch
 
     from stereo3d.models.da3.model import export_patches
 
-    _, model = _seeded_small()
+    model = reference["float"]
     x = torch.from_numpy(normalise_image(_rgb(1)))
     with torch.no_grad():
         upstream = model(x)
@@ -357,10 +395,9 @@ def restore_logging():
 
 
 def test_snakemake_adapter_passes_params(recorded_exports, tmp_path, restore_logging):
-    class Named(SimpleNamespace):
-        def get(self, key, default=None):
-            return getattr(self, key, default)
+    """The params export.smk passes (model, opset, exporter); the workflow traces on the CPU and validates."""
 
+    class Named(SimpleNamespace):
         def keys(self):
             return vars(self).keys()
 
@@ -371,7 +408,6 @@ def test_snakemake_adapter_passes_params(recorded_exports, tmp_path, restore_log
         params=Named(
             model={"variant": "small", "width": 140, "height": 84, "contract": "uint8"},
             opset=18,
-            validate=True,
             exporter="dynamo",
         ),
         config={"export": {"fail_rel_mean_err": 0.01}},
@@ -395,16 +431,6 @@ def test_snakemake_adapter_passes_params(recorded_exports, tmp_path, restore_log
     ]
 
 
-def test_legacy_exporter_also_gives_static_output_dims(smoke_weights, tmp_path):
-    import onnx
-
-    path = tmp_path / "da3_small_140.onnx"
-    report = export_da3(smoke_weights, path, "small", size=SIZE, exporter="legacy")
-    assert report["rel_mean_err"] <= 1e-5
-    (out,) = onnx.load(str(path), load_external_data=False).graph.output
-    assert [d.dim_param or d.dim_value for d in out.type.tensor_type.shape.dim] == ["batch", SIZE, SIZE]
-
-
 def test_mismatch_above_the_limit_leaves_no_model(exported, smoke_weights, tmp_path, monkeypatch):
     import onnx
 
@@ -415,7 +441,7 @@ def test_mismatch_above_the_limit_leaves_no_model(exported, smoke_weights, tmp_p
     monkeypatch.setattr(da3, "_export_graph", lambda *args: onnx.load(str(exported["float"][0])))
     out = tmp_path / exported["float"][0].name
     with pytest.raises(ExportMismatch, match="exceeds the limit 1e-12"):
-        export_da3(smoke_weights, out, "small", size=SIZE, fail_rel_mean_err=1e-12)
+        export_da3(smoke_weights, out, "small", size=SHAPE, fail_rel_mean_err=1e-12)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -424,46 +450,54 @@ def test_mismatch_above_the_limit_leaves_no_model(exported, smoke_weights, tmp_p
 
 @pytest.fixture(scope="module")
 def tier_exports(tmp_path_factory):
-    """The session's exports of every default tier at longest side 140 (`snakemake exports`, validated)."""
+    """The session's exports of the tests' tiers at longest side 140 (`snakemake exports`, validated): the default
+    tiers less 2.39:1, whose shape test_tiers.py checks (tests/harness.py)."""
     _needs_export_stack()
-    return export_cache(tmp_path_factory) / "models/DA3"
+    return export_cache(tmp_path_factory) / DA3_MODELS
 
 
-@pytest.mark.parametrize("tier", ["16:9", "4:3", "1:1", "2.39:1", "9:16"])
-def test_every_aspect_tier_exports_and_validates(tier_exports, tier):
+@pytest.mark.parametrize(
+    ("tier", "shape"),
+    [("16:9", (140, 84)), ("4:3", (140, 112)), ("1:1", (140, 140)), ("9:16", (84, 140))],
+)
+def test_every_aspect_tier_exports_and_validates(tier_exports, tier, shape):
     import onnx
 
     from stereo3d.models.da3.tiers import parse_aspect, tier_shape
 
-    width, height = tier_shape(parse_aspect(tier), SIZE)
-    path = tier_exports / da3_onnx_name("small", (width, height), "uint8")
+    assert tier_shape(parse_aspect(tier), SIZE) == shape
+    width, height = shape
+    path = tier_exports / da3_onnx_name("small", shape, "uint8")
     report = json.loads(validation_path(path).read_text())
     assert report["rel_mean_err"] <= 1e-5
     assert report["batches"]["1"]["output_shape"] == [1, height, width]
     assert (report["width"], report["height"], report["size"]) == (width, height, SIZE)
     meta = read_metadata(path)
     assert (meta["stereo3d.width"], meta["stereo3d.height"]) == (str(width), str(height))
-    # The positional embedding is a constant at this grid, and the 37x37 table it came from is not in the graph.
+    # Fixed sides in and out, and the positional embedding a constant at this grid, without the 37x37 table it
+    # came from.
     model = onnx.load(str(path), load_external_data=False)
-    (inp,) = model.graph.input
-    assert [d.dim_param or d.dim_value for d in inp.type.tensor_type.shape.dim] == ["batch", height, width, 3]
+    (inp,), (out,) = model.graph.input, model.graph.output
+    dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (inp, out)]
+    assert dims == [["batch", height, width, 3], ["batch", height, width]]
     tables = {tuple(t.dims) for t in model.graph.initializer if len(t.dims) == 3 and t.dims[-1] == 384}
     assert (1, 1 + (width // 14) * (height // 14), 384) in tables
     assert (1, 1370, 384) not in tables
     assert report["positional_embedding"] == {"folded": True, "patches": [height // 14, width // 14]}
 
 
-def test_folding_the_positions_changes_no_value_and_is_undone():
+def test_folding_the_positions_changes_no_value_and_is_undone(reference):
     import torch
 
     from stereo3d.models.da3.model import folded_positions
 
-    net, model = _seeded_small()
-    x = torch.from_numpy(normalise_image(np.random.default_rng(2).integers(0, 256, (1, 84, 140, 3), dtype=np.uint8)))
+    model = reference["float"]
+    net = model.net
+    x = torch.from_numpy(normalise_image(_rgb(1, seed=2)))
     vit = net.backbone.pretrained
     with torch.no_grad():
         upstream = model(x)
-        with folded_positions(net, 140, 84):
+        with folded_positions(net, WIDTH, HEIGHT):
             folded = model(x)
             with pytest.raises(ValueError, match="folded for 140x84"):
                 model(torch.zeros(1, 3, 140, 140))
@@ -474,23 +508,28 @@ def test_folding_the_positions_changes_no_value_and_is_undone():
 # -- Mono-Large ----------------------------------------------------------------------------------------
 
 
-def test_mono_large_builds_and_exports_with_its_sky_output(tmp_path):
-    """ViT-L + DPT with a sky head, from smoke weights in the hub layout, at 140x84 (a minute on two cores)."""
+def test_mono_large_exports_its_sky_output_with_the_float_contract_through_dynamo(tmp_path):
+    """ViT-L + DPT with a sky head, from smoke weights in the hub layout (1.3 GB), at 42x28."""
     _needs_export_stack()
     from stereo3d.demo.smoke import write_smoke_weights
-    from stereo3d.models.da3.runtime import DepthModel, placement_for
+    from stereo3d.models.da3.runtime import SKY_THRESHOLD, DepthModel, place, placement_for, to_model_input
 
     weights = write_smoke_weights(tmp_path / "Mono-Large" / "model.safetensors", "mono_large")
-    path = tmp_path / da3_onnx_name("mono_large", (140, 84), "uint8")
-    report = export_da3(weights, path, "mono_large", size=(140, 84), contract="uint8", fail_rel_mean_err=1e-5)
-    weights.unlink()  # 1.3 GB
+    path = tmp_path / da3_onnx_name("mono_large", MONO_SHAPE, "float")
+    report = export_da3(weights, path, "mono_large", size=MONO_SHAPE, contract="float", fail_rel_mean_err=1e-5)
+    weights.unlink()
+    assert (report["exporter"], report["contract"]) == ("dynamo", "float")
     assert report["outputs"] == ["depth", "sky"] and report["rel_mean_err"] <= 1e-5
     assert set(report["outputs_compared"]) == {"depth", "sky"}
     meta = read_metadata(path)
     assert (meta["stereo3d.variant"], meta["stereo3d.outputs"]) == ("mono_large", "depth,sky")
     assert ">= 0.3" in meta["stereo3d.sky_semantics"]
     model = DepthModel(_session(path), path)
-    assert model.has_sky and model.shape == (140, 84)
-    placement = placement_for(160, 90, model.shape, "letterbox")
-    depth = model.run(np.zeros((2, placement.height, placement.width, 3), np.uint8), placement)
-    assert depth.shape == (2, placement.height, placement.width)
+    assert model.has_sky and model.shape == MONO_SHAPE
+    placement = placement_for(160, 90, model.shape, "letterbox")  # 42x24 in the 42x28 canvas
+    frames = _rgb(2, seed=8, shape=(placement.width, placement.height))
+    depth = model.run(frames, placement)
+    assert depth.shape == (2, 24, 42)
+    # Sky (the head's score >= 0.3) comes back as NaN, and only sky.
+    sky = placement.crop(model.infer(to_model_input(place(frames, placement), "float"))[1])
+    np.testing.assert_array_equal(np.isnan(depth), sky >= SKY_THRESHOLD)

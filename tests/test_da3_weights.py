@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import needs_export_extra
 
@@ -15,6 +17,7 @@ from stereo3d.demo.smoke import write_smoke_weights  # noqa: E402
 from stereo3d.errors import BadWeights  # noqa: E402
 from stereo3d.models.da3.checkpoint import ALIAS_KEYS, is_smoke_weights, load_da3_weights  # noqa: E402
 from stereo3d.models.da3.model import build_da3  # noqa: E402
+from stereo3d.models.da3.variants import VARIANTS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +194,25 @@ def test_the_header_check_knows_mono_large(small_file, tmp_path, mono_tiny):
     with pytest.raises(BadWeights) as excinfo:
         check_weights_header(small_file, "mono_large")
     _one_line_error(excinfo, "DA3 Small weights", "wrong variant")
+
+
+# -- the variant table: its architecture numbers are those of the net each row builds ------------------------
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_each_variant_row_is_the_net_it_builds(variant, request):
+    from stereo3d.models.da3.model import has_sky_head
+
+    row = VARIANTS[variant]
+    built = {"small": "small_net", "mono_large": "mono_net"}
+    net = request.getfixturevalue(built[variant]) if variant in built else build_da3(variant)
+    # The tensor the header check reads (model.backbone.pretrained.patch_embed.proj.weight) has the row's width.
+    assert net.state_dict()["backbone.pretrained.patch_embed.proj.weight"].shape[0] == row.vit_width
+    assert has_sky_head(net) == row.sky
+    assert any(k.startswith("head.scratch.sky_output_conv2.") for k in net.state_dict()) == row.sky
+
+
+def test_a_row_that_disagrees_with_its_net_stops_the_build(monkeypatch):
+    monkeypatch.setitem(VARIANTS, "small", dataclasses.replace(VARIANTS["small"], vit_width=768))
+    with pytest.raises(RuntimeError, match="builds ViT width 384, sky head False; the variant table says 768"):
+        build_da3("small")

@@ -3,6 +3,7 @@ variant or graph mode added in its module is accepted by the config, and one the
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import yaml
 from stereo3d.io.codecs import CODECS, PIX_FMTS, PRESETS, get_codec, software_codec
 from stereo3d.io.mapstore import MapWriter
 from stereo3d.models.da3.tiers import DEFAULT_TIERS, FITS
-from stereo3d.models.names import DA3_CONTRACTS, DA3_VARIANTS, NVDS_GRAPHS, nvds_onnx_names
+from stereo3d.models.da3.variants import VARIANTS as DA3_TABLE
+from stereo3d.models.names import DA3_CONTRACTS, NVDS_GRAPHS, nvds_onnx_names
 from stereo3d.stabilisers import Stabiliser, get_stabiliser, stabilisers
 from stereo3d.stages.render import PIECE_FRAMES, EncodeSettings
 from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, LAYOUTS, SIGNALS
@@ -39,7 +41,7 @@ def prop(dotted: str) -> dict:
         ("encode.stereo_signal", lambda: SIGNALS),
         ("encode.codec", lambda: CODECS),
         ("encode.preset", lambda: PRESETS),
-        ("da3.variant", lambda: DA3_VARIANTS),
+        ("da3.variant", lambda: DA3_TABLE),
         ("da3.contract", lambda: DA3_CONTRACTS),
         ("da3.fit", lambda: FITS),
         ("stabilise.nvds_graphs", lambda: NVDS_GRAPHS),
@@ -56,7 +58,61 @@ def test_the_default_aspect_tiers_are_the_table():
 
 def test_export_modes_and_extra_variants_follow_the_tables_too():
     assert set(prop("export.nvds_modes")["items"]["enum"]) == set(NVDS_GRAPHS)
-    assert set(prop("export.da3_extra")["items"]["properties"]["variant"]["enum"]) == set(DA3_VARIANTS)
+    assert set(prop("export.da3_extra")["items"]["properties"]["variant"]["enum"]) == set(DA3_TABLE)
+
+
+def comment_above(section: str, key: str) -> str:
+    """The comment block right above ``key`` in ``section`` of config.yaml, its words on one line."""
+    lines = CONFIG_DOC.splitlines()
+    start = lines.index(f"{section}:")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(f"  {key}:"))
+    block = []
+    for line in reversed(lines[start + 1 : end]):
+        if not line.lstrip().startswith("#"):
+            break
+        block.insert(0, line.lstrip().removeprefix("#"))
+    return " ".join(" ".join(block).split())
+
+
+@pytest.mark.parametrize("name", list(DA3_TABLE))
+def test_each_da3_variant_is_documented_in_config_yaml_as_its_row_says(name):
+    row = DA3_TABLE[name]
+    line = f"{row.name}: folder {row.folder}, hub {row.hub}: {row.description}"
+    assert line in comment_above("da3", "variant"), line
+
+
+def test_the_da3_variants_are_told_apart_by_folder_file_name_and_vit_width():
+    rows = DA3_TABLE.values()
+    assert all(row.name == key for key, row in DA3_TABLE.items())
+    for part in ("folder", "onnx_part", "config"):
+        assert len({getattr(row, part) for row in rows}) == len(DA3_TABLE), part
+    # The header check tells variants apart by their ViT width alone.
+    assert len({row.vit_width for row in rows}) == len(DA3_TABLE)
+
+
+def test_a_new_da3_variant_is_named_by_its_row_alone(monkeypatch):
+    """The file names and both wildcard regexes of stereo3d.models.names come from the table."""
+    import importlib
+
+    import stereo3d.models.names as names
+    from stereo3d.models.da3.variants import VARIANTS, Variant
+
+    row = Variant("giant", "Giant", "DA3-GIANT", "da3-giant", 1536, False, "giant", "ViT-G. CC BY-NC 4.0.")
+    monkeypatch.setitem(VARIANTS, row.name, row)
+    importlib.reload(names)
+    try:
+        assert "giant" in names.DA3_VARIANTS
+        assert names.da3_onnx_name("giant", (140, 84), "uint8") == "da3_giant_140x84_u8.onnx"
+        assert names.parse_da3_onnx_name("da3_giant_280.onnx") == ("giant", (280, 280), "float")
+        assert re.fullmatch(names.DA3_STEM, "da3_giant_518x294_u8")
+        assert (names.da3_weights_name("giant"), names.da3_variant_of_folder("Giant")) == (
+            "DA3/Giant/model.safetensors",
+            "giant",
+        )
+    finally:
+        monkeypatch.undo()
+        importlib.reload(names)
+    assert "giant" not in names.DA3_VARIANTS and not re.fullmatch(names.DA3_STEM, "da3_giant_280")
 
 
 @pytest.mark.parametrize("name", sorted(stabilisers()))

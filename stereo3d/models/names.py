@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import re
 
+from stereo3d.models.da3.variants import VARIANTS as _DA3
+
 DA3_DEFAULT_SIZE = 518
-DA3_VARIANTS = ("small", "base", "mono_large")
+DA3_VARIANTS = tuple(_DA3)
 DA3_CONTRACTS = ("float", "uint8")
-# The hub folders of the weights (DA3-SMALL, DA3-BASE, DA3MONO-LARGE in the hub layout the seed uses).
-_DA3_FOLDERS = {"small": "Small", "base": "Base", "mono_large": "Mono-Large"}
-DA3_STEM = r"da3_(?:small|base|mono_large)(?:_[0-9]+(?:x[0-9]+)?)?(?:_u8)?"  # wildcard constraint for the stem
-_DA3_STEM_RE = re.compile(r"da3_(small|base|mono_large)(?:_([0-9]+)(?:x([0-9]+))?)?(_u8)?")
+_DA3_PARTS = "|".join(re.escape(row.onnx_part) for row in _DA3.values())  # small|base|mono_large
+DA3_STEM = rf"da3_(?:{_DA3_PARTS})(?:_[0-9]+(?:x[0-9]+)?)?(?:_u8)?"  # wildcard constraint for the stem
+_DA3_STEM_RE = re.compile(rf"da3_({_DA3_PARTS})(?:_([0-9]+)(?:x([0-9]+))?)?(_u8)?")
+_DA3_OF_PART = {row.onnx_part: row.name for row in _DA3.values()}
 
 
 def da3_shape(size) -> tuple[int, int]:
@@ -37,7 +39,7 @@ def da3_onnx_name(variant: str, size=DA3_DEFAULT_SIZE, contract: str = "float") 
     else:
         size_part = "" if width == DA3_DEFAULT_SIZE else f"_{width}"
     contract_part = "_u8" if contract == "uint8" else ""
-    return f"da3_{variant}{size_part}{contract_part}.onnx"
+    return f"da3_{_DA3[variant].onnx_part}{size_part}{contract_part}.onnx"
 
 
 def parse_da3_onnx_name(name: str) -> tuple[str, tuple[int, int], str]:
@@ -47,19 +49,19 @@ def parse_da3_onnx_name(name: str) -> tuple[str, tuple[int, int], str]:
     match = _DA3_STEM_RE.fullmatch(stem)
     if not match:
         raise ValueError(f"not a DA3 export name: {name!r}")
-    variant, width, height, u8 = match.groups()
+    part, width, height, u8 = match.groups()
     width = int(width) if width else DA3_DEFAULT_SIZE
-    return variant, (width, int(height) if height else width), "uint8" if u8 else "float"
+    return _DA3_OF_PART[part], (width, int(height) if height else width), "uint8" if u8 else "float"
 
 
 def da3_weights_folder(variant: str) -> str:
-    """The weights layout of the seed: DA3/Small/, DA3/Base/ (and DA3/Mono-Large/) holding model.safetensors."""
-    return _DA3_FOLDERS[variant]
+    """The weights layout of the seed: DA3/<folder>/model.safetensors, the folder named by the variant's row."""
+    return _DA3[variant].folder
 
 
 def da3_variant_of_folder(folder: str) -> str:
     """Inverse of :func:`da3_weights_folder`."""
-    (variant,) = [variant for variant, name in _DA3_FOLDERS.items() if name == folder]
+    (variant,) = [row.name for row in _DA3.values() if row.folder == folder]
     return variant
 
 

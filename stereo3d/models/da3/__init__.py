@@ -1,1 +1,2 @@
-"""Depth Anything 3 (Small/Base): the PyTorch model, its hub checkpoints, the ONNX export, the runtime."""
+"""Depth Anything 3: the table of its variants, the PyTorch model, its hub checkpoints, the ONNX export, the
+runtime."""

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from stereo3d.errors import BadWeights
-from stereo3d.models.da3.model import VARIANTS, check_choice
+from stereo3d.models.da3.model import check_choice
+from stereo3d.models.da3.variants import VARIANTS
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +24,9 @@ ALIAS_KEYS = {
     for kind in ("weight", "bias")
 }
 WIDTH_KEY = "backbone.pretrained.patch_embed.proj.weight"
-WIDTH_NAMES = {384: "Small", 768: "Base", 1024: "Large", 1536: "Giant"}  # DINOv2 ViT-S/B/L/G widths
-VARIANT_WIDTHS = {"small": 384, "base": 768, "mono_large": 1024}
+# DINOv2 ViT-S/B/L/G widths by their size names: an error names the weights it was given, of any DA3 model,
+# and the model they were meant for (the variant's width is its row's vit_width).
+WIDTH_NAMES = {384: "Small", 768: "Base", 1024: "Large", 1536: "Giant"}
 SMOKE_KEY, SMOKE_VALUE = "stereo3d", "smoke"
 MAX_LISTED = 3  # offending keys named in a one-line error
 
@@ -101,12 +103,12 @@ def check_weights_header(path: str | Path, variant: str) -> dict[str, Any]:
             f"tensors (first: {_listed(sorted(header))})",
         )
     got = int(width_entry["shape"][0])
-    want = VARIANT_WIDTHS[variant]
+    want = VARIANTS[variant].vit_width
     if got != want:
         raise BadWeights(
             path,
             f"these are DA3 {WIDTH_NAMES.get(got, f'unknown ViT width {got}')} weights (ViT "
-            f"width {got}) but the model is DA3 {WIDTH_NAMES[want]} (width {want}): wrong "
+            f"width {got}) but the model is DA3 {WIDTH_NAMES.get(want, want)} (width {want}): wrong "
             "variant folder?",
         )
     return metadata

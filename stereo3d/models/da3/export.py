@@ -1,10 +1,10 @@
-"""DA3 Small/Base/Mono-Large → a fixed-shape (width x height), depth-only ONNX graph (dynamic batch), validated
-against PyTorch.
+"""A DA3 variant (a row of ``variants.VARIANTS``) → a fixed-shape (width x height), depth-only ONNX graph (dynamic
+batch), validated against PyTorch.
 
 Names and the two input contracts come from the DA3 seed (examples/da3_to_onnx.py); the model and its export
 patches from ``stereo3d.models.da3.model``. The shape is a square side (the seed's exports) or an aspect tier
 (``stereo3d.models.da3.tiers``); the positional embedding for it is folded into the graph as a constant.
-Mono-Large's export has a second output, ``sky`` (its sky head's score; DA3 counts >= 0.3 as sky).
+A variant with a sky head (Mono-Large) has a second output, ``sky`` (the head's score; DA3 counts >= 0.3 as sky).
 """
 
 from __future__ import annotations
@@ -30,16 +30,15 @@ from stereo3d.models.da3.model import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     PATCH_SIZE,
-    VARIANTS,
     build_da3,
     check_choice,
     check_shape,
     depth_module,
     export_patches,
     folded_positions,
-    has_sky_head,
     normalise_image,
 )
+from stereo3d.models.da3.variants import VARIANTS
 from stereo3d.models.validation import check_error, error_figures, set_metadata, sha256_file, write_validation
 
 log = logging.getLogger(__name__)
@@ -77,9 +76,8 @@ def parse_da3_onnx_name(name: str | Path) -> tuple[str, tuple[int, int], str]:
     try:
         variant, size, contract = names.parse_da3_onnx_name(base)
     except ValueError as exc:
-        raise BadConfig(
-            None, f"{base!r} is not a DA3 model name (da3_<small|base|mono_large>[_<side>|_<W>x<H>][_u8].onnx)"
-        ) from exc
+        parts = "|".join(row.onnx_part for row in VARIANTS.values())
+        raise BadConfig(None, f"{base!r} is not a DA3 model name (da3_<{parts}>[_<side>|_<W>x<H>][_u8].onnx)") from exc
     canonical = da3_onnx_name(variant, size, contract)
     if base.removesuffix(".onnx") != canonical.removesuffix(".onnx"):
         # e.g. da3_small_518.onnx would be a second file for the model named da3_small.onnx
@@ -123,7 +121,7 @@ def export_da3(
     facts = load_da3_weights(net, weights)  # before dropping cam_enc/cam_dec: the file holds their keys
     net.cam_enc = net.cam_dec = None  # depth only; the aux branch is pruned by the exporter as dead code
     model = depth_module(net, contract).to(device)
-    outputs = [OUTPUT_NAME, SKY_NAME] if has_sky_head(net) else [OUTPUT_NAME]
+    outputs = [OUTPUT_NAME, SKY_NAME] if VARIANTS[variant].sky else [OUTPUT_NAME]  # build_da3 checked the net
     weights_sha256 = sha256_file(weights)
     if facts["smoke"]:
         log.warning("%s: SMOKE weights (seeded random): the exported depth is meaningless", weights)

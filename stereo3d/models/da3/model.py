@@ -1,9 +1,9 @@
-"""DA3 Small/Base and Mono-Large as PyTorch modules: built from the packaged config registry (no hub), wrapped
-depth-only for each input contract, and patched so that torch.export can trace their RoPE path and folds the
-positional embedding of a fixed input shape into a constant.
+"""The DA3 variants (rows of ``variants.VARIANTS``) as PyTorch modules: built from the packaged config registry
+(no hub), wrapped depth-only for each input contract, and patched so that torch.export can trace their RoPE path
+and folds the positional embedding of a fixed input shape into a constant.
 
-Facts (the two export patches) come from specs/da3.md; the two input contracts from the DA3 seed. Mono-Large is
-ViT-L with a DPT head that also predicts sky: its export has a second output, ``sky``.
+Facts (the two export patches) come from specs/da3.md; the two input contracts from the DA3 seed. A variant with a
+sky head (Mono-Large: ViT-L with a DPT head that also predicts sky) gives a second output, ``sky``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 
 from stereo3d.errors import BadConfig
 from stereo3d.models import names
+from stereo3d.models.da3.variants import VARIANTS
 
-VARIANTS = {"small": "da3-small", "base": "da3-base", "mono_large": "da3mono-large"}  # variant -> MODEL_REGISTRY key
 CONTRACTS = names.DA3_CONTRACTS  # ("float", "uint8"): ImageNet-normalised float32 NCHW | uint8 RGB NHWC
 DEFAULT_SIZE = names.DA3_DEFAULT_SIZE  # DA3's native 37x37 patch grid: the only size without a name suffix
 PATCH_SIZE = 14  # DINOv2 patch side; PatchEmbed asserts sides are multiples of it
@@ -43,17 +43,33 @@ def check_shape(size) -> tuple[int, int]:
 
 
 def build_da3(variant: str):
-    """A randomly initialised ``DepthAnything3Net`` (camera modules included) from the packaged config.
+    """A randomly initialised ``DepthAnything3Net`` (camera modules included) from the packaged config of the
+    variant's row, checked against the row's ViT width and sky head.
 
     Only the config registry is used: ``depth_anything_3.api`` imports the hub client, cv2, trimesh...
     """
     check_choice("variant", variant, VARIANTS)
+    row = VARIANTS[variant]
     os.environ.setdefault("DA3_LOG_LEVEL", "WARN")  # the package logger prints [INFO] lines to stdout
     with _quiet_import():
         from depth_anything_3.cfg import create_object, load_config
         from depth_anything_3.registry import MODEL_REGISTRY
 
-        return create_object(load_config(MODEL_REGISTRY[VARIANTS[variant]]))
+        net = create_object(load_config(MODEL_REGISTRY[row.config]))
+    # The checkpoint check and the exporter's outputs go by the row: a row that disagrees with the net it
+    # builds (a typo, another depth_anything_3 release) would mislabel weights or drop the sky output.
+    built = vit_width(net), has_sky_head(net)
+    if built != (row.vit_width, row.sky):
+        raise RuntimeError(
+            f"DA3 {variant}: {row.config} builds ViT width {built[0]}, sky head {built[1]}; the variant table says "
+            f"{row.vit_width}, {row.sky}"
+        )
+    return net
+
+
+def vit_width(net) -> int:
+    """The DINOv2 embedding width of a built net (the checkpoint's patch_embed.proj rows)."""
+    return int(net.backbone.pretrained.patch_embed.proj.out_channels)
 
 
 @contextlib.contextmanager
