@@ -87,7 +87,8 @@ def test_a_failed_file_is_not_tried_again_until_it_changes(library):
     shutil.rmtree(workdir / "work/empty")
     assert planned_jobs(workdir) == {"probe": 1, "qc_exports": 1, "qc_library": 1}
     snakemake(workdir)  # tried again: still empty, so it failed again, and is remembered again
-    assert (workdir / "work/empty/failed.json").is_file() and planned_jobs(workdir) == {}
+    assert (workdir / "work/empty/failed.json").is_file()
+    assert planned_jobs(workdir) == {"qc_library": 1}  # as after its first failure
     put_clip(workdir / "videos", "replacement.mp4")
     os.replace(workdir / "videos/replacement.mp4", workdir / "videos/empty.mp4")
     # The rest follows once it is probed (the exports table too: which export a video uses depends on its shape).
@@ -177,13 +178,15 @@ def test_kept_encoded_videos_make_a_container_change_a_remux(library):
     vid = video_id(NAMES[-1])
     for result in (workdir / "results" / vid).iterdir():
         result.unlink()
-    write_config(workdir, segments={"frames": 0, "keep_encoded": True}, library={"folder": "Copied"})
+    sheet = workdir / "videos.tsv"  # one video shows it: its container on its sheet row
+    sheet.write_text(f"video\tencode.container\n{NAMES[-1]}\tmp4\n", encoding="utf-8")
+    write_config(
+        workdir, segments={"frames": 0, "keep_encoded": True}, library={"folder": "Copied", "sheet": sheet.name}
+    )
     snakemake(workdir)  # encoded again, and kept this time
     assert len(list((workdir / "work" / vid / "render").rglob("*.mkv"))) == 1
-    write_config(workdir, segments={"frames": 0, "keep_encoded": True}, library={"folder": "Copied"},
-                 encode={"container": "mkv"})  # fmt: skip
-    plan = planned_jobs(workdir)
-    assert "join" in plan and "render" not in plan  # the mux alone
+    sheet.write_text(f"video\tencode.container\n{NAMES[-1]}\tmkv\n", encoding="utf-8")
+    assert planned_jobs(workdir) == {"join": 1, "qc_library": 1}  # the mux alone
 
 
 def test_the_demo_keeps_to_its_own_folder(tmp_path):
