@@ -10,7 +10,8 @@ from stereo3d.io.mapstore import MapReader, MapWriter
 from stereo3d.stabilisers import NearJob, get_stabiliser
 from stereo3d.stereo.near import near_from_depth, percentile_range, reciprocal, sky_to_far
 
-SETTINGS = {"low_pct": 2.0, "high_pct": 98.0, "method": "frame", "ema_alpha": 0.5, "cut_threshold": 0.25}
+SETTINGS = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.method": "frame", "stabilise.ema_alpha": 0.5,
+            "stabilise.cut_threshold": 0.25}  # fmt: skip
 
 
 def scene(frames: int = 3, height: int = 24, width: int = 40) -> np.ndarray:
@@ -59,7 +60,7 @@ def test_each_stabiliser_puts_the_sky_far(tmp_path, method):
     depth = scene(frames=5)
     with MapWriter(tmp_path / "d.zarr", "inverse", masked=True, series=("changes",)) as store:
         store.append(depth, changes=0.0)
-    settings = {**SETTINGS, "method": method}
+    settings = {**SETTINGS, "stabilise.method": method}
     plan_path = None
     if method == "ema":
         plan_path = tmp_path / "plan.npz"
@@ -160,7 +161,9 @@ def test_the_depth_stage_stores_the_sky_and_near_maps_put_it_far(tmp_path, lossl
         depth = depths.read()
     sky = np.isnan(depth)
     assert 0 < sky.mean() < 0.5  # the green-rich boxes, not the ground
-    make_near_maps(clip, probe, tmp_path / "depth.zarr", tmp_path / "near.zarr", {**SETTINGS, "method": "frame"})
+    make_near_maps(
+        clip, probe, tmp_path / "depth.zarr", tmp_path / "near.zarr", {**SETTINGS, "stabilise.method": "frame"}
+    )
     with MapReader(tmp_path / "near.zarr") as maps:
         near = maps.read()
     assert (near[sky] == 0).all() and near[~sky].max() > 0.9
