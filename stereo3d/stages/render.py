@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -98,8 +99,9 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
     name = Path(video).name
     options = {"fov_deg": fov_deg, "eye_px": eye_px}
-    renderer = Renderer() if renderer is None else renderer
-    with MapReader(near) as nears:
+    # A renderer of its own is closed at the end (its thread pool, OpenCV's thread count); the caller's is not.
+    own = Renderer() if renderer is None else nullcontext(renderer)
+    with own as renderer, MapReader(near) as nears:
         plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options)
         identity = job_identity([video, near], layout=layout, options=options, encode=asdict(encode),
                                 stereo=asdict(stereo))  # fmt: skip
