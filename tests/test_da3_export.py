@@ -284,7 +284,8 @@ def test_validation_json_sits_beside_the_model(exported, smoke_weights, contract
 
 
 def test_reexport_is_byte_identical(exported, smoke_weights, tmp_path):
-    """The workflow's export (another process, through the script) and this one: the same bytes."""
+    """Exports are reproducible: the workflow's (another process, through the script, in another folder) and this
+    one give the same bytes."""
     first = exported["uint8"][0]
     again = tmp_path / first.name
     export_da3(smoke_weights, again, "small", size=SHAPE, contract="uint8", validate=False)

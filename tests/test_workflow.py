@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
-from harness import NVDS_EXPORT, NVDS_TIER, export_cache, exported_workdir, planned_jobs, snakemake, write_config
+from harness import NVDS_EXPORT, NVDS_TIER, exported_workdir, job_stats, planned_jobs, snakemake, write_config
 
 from stereo3d.demo import samples
 from stereo3d.io.probe import probe_video
@@ -13,15 +14,21 @@ from stereo3d.io.probe import probe_video
 ROOT = Path(__file__).resolve().parents[1]
 
 
+CLIPS = {"tone.mp4": (160, 90, 12, 12, True), "square.mkv": (120, 90, 10, 10, False)}  # w, h, frames, fps, audio
+
+
+def make_library(workdir: Path) -> None:
+    """The two clips: one 16:9 with audio, one 4:3 without."""
+    for name, (width, height, frames, fps, audio) in CLIPS.items():
+        samples.make_clip(workdir / "videos" / name, width=width, height=height, frames=frames, fps=str(fps),
+                          audio=audio)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    """A two-clip library (one 16:9 with audio, one 4:3 without) converted with smoke DA3 weights. The 16:9 export
-    is the session's; the 4:3 one is left for this run to build."""
-    workdir = exported_workdir(tmp_path_factory, "library", exports=("da3_small_140x84_u8.onnx",))
-    videos = workdir / "videos"
-    videos.mkdir()
-    samples.make_clip(videos / "tone.mp4", width=160, height=90, frames=12, fps="12", audio=True)
-    samples.make_clip(videos / "square.mkv", width=120, height=90, frames=10, fps="10")
+    """The two-clip library converted with smoke DA3 weights and the session's exports."""
+    workdir = exported_workdir(tmp_path_factory, "library")
+    make_library(workdir)
     write_config(workdir)
     run = snakemake(workdir)
     return workdir, run
@@ -29,11 +36,7 @@ def converted(tmp_path_factory):
 
 def test_every_video_becomes_a_full_sbs_file_with_its_frames_and_audio(converted):
     workdir, _ = converted
-    # name: (width, height, frames, fps, audio), as the fixture made them
-    for name, (width, height, frames, fps, has_audio) in {
-        "tone.mp4": (160, 90, 12, 12, True),
-        "square.mkv": (120, 90, 10, 10, False),
-    }.items():
+    for name, (width, height, frames, fps, has_audio) in CLIPS.items():
         out = workdir / "results" / Path(name).stem / f"{Path(name).stem}_LRF_Full_SBS.mp4"
         assert out.is_file(), out
         result = probe_video(out)
@@ -43,13 +46,18 @@ def test_every_video_becomes_a_full_sbs_file_with_its_frames_and_audio(converted
         assert abs(result["duration_s"] - frames / fps) <= 1 / fps + 1e-3
 
 
-def test_exports_and_their_validation_reports_are_built_for_the_tiers_in_use(converted):
-    workdir, _ = converted
-    # 160x90 takes the 16:9 tier, 120x90 the 4:3 one; no other export is made
-    built = sorted(path.name for path in (workdir / "models/DA3").glob("*.onnx"))
-    assert built == ["da3_small_140x112_u8.onnx", "da3_small_140x84_u8.onnx"]
-    for name in built:
-        assert (workdir / "models/DA3" / f"{name}.validation.json").is_file()
+def test_a_run_builds_only_the_exports_its_videos_use(tmp_path_factory):
+    """With weights and no exports, a run of the library plans one export per tier its videos take (160x90: 16:9,
+    120x90: 4:3), each with its validation report, and no other: once the probes say what the videos are."""
+    workdir = exported_workdir(tmp_path_factory, "library-bare", exports=())
+    make_library(workdir)
+    write_config(workdir)
+    snakemake(workdir, *(f"work/{Path(name).stem}/probe.json" for name in CLIPS))
+    dry = snakemake(workdir, "-n").stdout
+    assert job_stats(dry)["export_da3"] == 2
+    planned = sorted(set(re.findall(r"models/DA3/[^\s,]+", dry)))
+    assert planned == [f"models/DA3/{name}{report}" for name in ("da3_small_140x112_u8.onnx", "da3_small_140x84_u8.onnx")
+                       for report in ("", ".validation.json")]  # fmt: skip
 
 
 def test_a_rerun_schedules_nothing(converted):
@@ -101,16 +109,3 @@ def test_nvds_stabilisation_runs_in_the_workflow(tmp_path_factory):
     write_config(workdir, stabilise={"method": "ema"}, export=NVDS_EXPORT)
     near_on = {"near_plan": 1, "near_maps": 1, "render": 1, "join": 1, "qc_video": 1, "qc_library": 1}
     assert planned_jobs(workdir) == {**near_on, "qc_exports": 1}  # the NVDS models leave the exports table
-
-
-def test_an_export_is_the_same_bytes_from_another_run_and_folder(converted, tmp_path_factory):
-    """Exports are reproducible from config.yaml: the 4:3 export this library's run built equals, byte for byte,
-    the one the session's export run built in its own folder from the same weights and settings."""
-    import hashlib
-
-    workdir, run = converted
-    assert "export_da3" in run.stdout + run.stderr  # built here, not linked
-    name = "models/DA3/da3_small_140x112_u8.onnx"
-    ours, theirs = workdir / name, export_cache(tmp_path_factory) / name
-    assert ours.stat().st_ino != theirs.stat().st_ino
-    assert hashlib.sha256(ours.read_bytes()).hexdigest() == hashlib.sha256(theirs.read_bytes()).hexdigest()
