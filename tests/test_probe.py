@@ -100,8 +100,9 @@ def test_ten_bit_clip_reports_depth_and_colour_tags(make_clip):
 
 
 # An HDR10 master as x265 takes it (chromaticity in 1/50000, luminance in 1/10000 cd/m²): a P3-D65 display of
-# 1000 cd/m² down to 0.0001, content peaking at 1000 cd/m² with frames averaging up to 400.
-MASTER_DISPLAY = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)"
+# 1000 cd/m² down to 0.0001, content peaking at 1000 cd/m² with frames averaging up to 400; and as the probe reports
+# it (tests/test_delivery.py uses both).
+HDR10_PARAMS = "master-display=G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1):max-cll=1000,400"
 HDR10 = {
     "mastering_display": {"red": [34000, 16000], "green": [13250, 34500], "blue": [7500, 3000],
                           "white_point": [15635, 16450], "max_luminance": 10000000, "min_luminance": 1},
@@ -111,7 +112,7 @@ HDR10 = {
 
 def hdr10_clip(make_clip, name: str = "hdr10.mkv"):
     return make_clip(name, width=64, height=48, frames=2, codec="libx265", pix_fmt="yuv420p10le",
-                     extra=("-x265-params", f"log-level=error:master-display={MASTER_DISPLAY}:max-cll=1000,400"))  # fmt: skip
+                     extra=("-x265-params", f"log-level=error:{HDR10_PARAMS}"))  # fmt: skip
 
 
 def test_hdr10_metadata_in_the_bitstream_is_read_in_x265_units(make_clip):

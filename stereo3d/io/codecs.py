@@ -3,8 +3,9 @@
 A row says everything that differs between encoders: the ffmpeg encoder, its family (the bitstream format, named
 as ffmpeg's decoders name it: h264, hevc, av1), how the config's ``crf`` and ``preset`` become the encoder's own
 quality options, which of the config's pixel formats it takes (and under which name it takes them), the containers
-its stream may go in, whether it is hardware, and how it is told a source's HDR10 static metadata. The encoder (``stereo3d.io.encode``), the final mux
-(``stereo3d.io.mux``), the stereo signalling (``stereo3d.stereo.layouts``) read these rows; the schema's
+its stream may go in, whether it is hardware, and how it is told a source's HDR10 static metadata. The encoder
+(``stereo3d.io.encode``), the final mux (``stereo3d.io.mux``), the stereo signalling (``stereo3d.stereo.layouts``)
+read these rows; the schema's
 ``encode.codec``/``deep_codec``/``pix_fmt`` enums and ``config.yaml`` list them, tied by tests/test_registries.py.
 
 Hardware encoders (NVENC, Quick Sync, AMF, VideoToolbox) exist on some machines only: each is used only where a

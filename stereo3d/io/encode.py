@@ -40,9 +40,10 @@ class VideoStream:
     ``color_primaries``, ``color_transfer``), limited range, and the output is tagged with the same primaries and
     transfer: the transfer is never converted, so PQ/HLG (HDR) pictures pass through tagged as they came. Unknown
     or absent colour tags mean BT.709, what players assume for HD and larger. The HDR10 static metadata of
-    ``color["hdr10"]`` (a probe's, see ``stereo3d.io.hdr``) goes into the bitstream where the codec's row says how. Variable-rate timestamps are kept
-    exactly at ``time_base``. ``sar`` ("1:1") tags the frames with that sample aspect ratio; None leaves ffmpeg's
-    default for raw input. ``extra_args`` go to the encoder and muxer last (stereo signalling).
+    ``color["hdr10"]`` (a probe's, see ``stereo3d.io.hdr``) goes into the bitstream where the codec's row says
+    how. Variable-rate timestamps are kept exactly at ``time_base``. ``sar`` ("1:1") tags the frames with that sample
+    aspect ratio; None leaves ffmpeg's default for raw input. ``extra_args`` go to the encoder and muxer last
+    (stereo signalling).
     """
 
     width: int

@@ -2,9 +2,10 @@
 
 One cheap pass over the file: a demux of the video stream's packets for the frame timeline, decoding only its
 first picture, which proves the stream decodes and carries what only a decoded frame holds (the display
-matrix, the HDR10 static metadata wherever the file keeps it: see ``stereo3d.io.hdr``). The result is a plain, JSON-serialisable dict (see ``probe_video``), written once per video
-and read by every later stage. The decoder (``stereo3d.io.decode``) is the same FFmpeg, through the same
-library, so probe and decoder agree on what a frame is.
+matrix, the HDR10 static metadata wherever the file keeps it: see ``stereo3d.io.hdr``). The result is a plain,
+JSON-serialisable dict (see ``probe_video``), written once per video and read by every later stage. The decoder
+(``stereo3d.io.decode``) is the same FFmpeg, through the same library, so probe and decoder agree on what a frame
+is.
 
 The frame timeline is what a player shows: one frame per picture, at its presentation time. A packet is not
 always a picture: a zero-byte packet is a repeat marker (AVI writers store a dropped or unchanged frame so; the
