@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_probe import HDR10, HDR10_PARAMS
 
 from stereo3d.errors import BadConfig
 from stereo3d.io.decode import FrameReader
-from stereo3d.io.encode import VideoEncoder, VideoStream, resolve_codec
+from stereo3d.io.encode import VideoEncoder, VideoStream, encode_args, resolve_codec
 from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
 from stereo3d.io.mapstore import write_maps
 from stereo3d.io.mux import mux_with_source
@@ -165,11 +166,12 @@ def test_rotated_source_renders_upright_and_is_not_rotated_again(make_clip, tmp_
     assert (final["video"]["display_width"], final["video"]["display_height"]) == (96, 64)
 
 
-def hdr_source(make_clip, tmp_path: Path, frames: int) -> Path:
+def hdr_source(make_clip, tmp_path: Path, frames: int, hdr10: bool = False) -> Path:
     """A 10-bit HEVC clip with HDR10 signalling in the bitstream's VUI: BT.2020 primaries (9), PQ transfer (16),
-    BT.2020 matrix (9)."""
+    BT.2020 matrix (9); ``hdr10``: with the mastering display and light level of ``HDR10`` in its SEI."""
+    params = "log-level=error" + (f":{HDR10_PARAMS}" if hdr10 else "")
     plain = make_clip("plain.mkv", width=64, height=48, frames=frames, codec="libx265", pix_fmt="yuv420p10le",
-                      extra=("-x265-params", "log-level=error"))  # fmt: skip
+                      extra=("-x265-params", params))  # fmt: skip
     source = tmp_path / "hdr.mkv"
     vui = "hevc_metadata=colour_primaries=9:transfer_characteristics=16:matrix_coefficients=9"
     run_ffmpeg(["-i", ffmpeg_url(plain), "-c", "copy", "-bsf:v", vui, "-y", ffmpeg_url(source)], source, "tagging")
@@ -184,6 +186,9 @@ def test_ten_bit_hdr_source_stays_ten_bit_with_its_colour_tags(make_clip, tmp_pa
     out = probe_video(video_only)["video"]
     assert out["codec"] == "hevc" and out["bit_depth"] == 10
     assert (out["color_space"], out["color_primaries"], out["color_transfer"]) == ("bt2020nc", "bt2020", "smpte2084")
+    # HDR tags without HDR10 metadata: none made up
+    assert probe["video"]["hdr10"] is None and out["hdr10"] is None
+    assert "Mastering display" not in frame_side_data(video_only)
 
 
 def test_eight_bit_source_stays_eight_bit_h264(make_clip, tmp_path):
@@ -367,6 +372,55 @@ def test_frame_packing_sei_survives_a_multi_segment_join(make_clip, tmp_path):
     assert re.search(r"side data - Stereo 3D: type - side by side", frame_side_data(final))
     assert st3d_mode(final) is None  # never both
     assert decodes(final)
+
+
+def hdr10_in_every_frame(path: Path) -> list[str]:
+    """ffmpeg's own report (showinfo) of the mastering display and light level of every decoded frame of ``path``."""
+    args = ["-i", ffmpeg_url(path), "-vf", "showinfo", "-f", "null", "-"]
+    log = run_ffmpeg(args, path, "decoding", check=False).stderr.decode("utf-8", "replace")
+    return re.findall(r"side data - (Mastering display metadata: .*|Content light level metadata: .*)", log)
+
+
+@pytest.mark.parametrize(
+    ("codec", "out", "min_luminance"),
+    # AV1 stores the minimum luminance in steps of 1/16384 cd/m²: 0.0001 comes back as 2/16384.
+    [
+        ("libx265", "final.mp4", "0.000100"),
+        ("libx265", "final.mkv", "0.000100"),
+        ("libsvtav1", "final.mkv", "0.000122"),
+    ],
+)
+def test_hdr10_metadata_of_the_source_is_in_every_frame_of_the_joined_result(make_clip, tmp_path, codec, out,
+                                                                              min_luminance):  # fmt: skip
+    source = hdr_source(make_clip, tmp_path, frames=12, hdr10=True)
+    assert probe_video(source)["video"]["hdr10"] == HDR10
+    final = joined(tmp_path, source, "full_sbs", EncodeSettings(codec=codec, preset="ultrafast"), out=out)
+    display = (
+        "Mastering display metadata: has_primaries:1 has_luminance:1 r(0.6800,0.3200) g(0.2650,0.6900) "
+        f"b(0.1500 0.0600) wp(0.3127, 0.3290) min_luminance={min_luminance}, max_luminance=1000.000000"
+    )
+    assert hdr10_in_every_frame(final) == [display, "Content light level metadata: MaxCLL=1000, MaxFALL=400"] * 12
+    assert probe_video(final)["video"]["hdr10"] == HDR10  # AV1's coarser steps round back to x265's units
+    assert decodes(final)
+
+
+def test_an_encoder_that_cannot_write_hdr10_metadata_says_so_in_one_line(make_clip, tmp_path, caplog):
+    source = hdr_source(make_clip, tmp_path, frames=2, hdr10=True)
+    keep_h264 = EncodeSettings(preset="ultrafast", deep_codec="same")
+    with caplog.at_level(logging.WARNING, logger="stereo3d.stages.render"):
+        plan = plan_render(source, probe_video(source), 0, 2, "full_sbs", keep_h264, {"fov_deg": 90.0, "eye_px": 0})
+    assert plan.stream.codec == "libx264"
+    assert [record.getMessage() for record in caplog.records] == [
+        "hdr.mkv: libx264 cannot write the source's HDR10 metadata (mastering display, content light level); "
+        "players will use their defaults for it (libx265 or libsvtav1 keep it)"
+    ]
+
+
+def test_hdr10_metadata_joins_the_encoders_own_options_rather_than_replacing_them():
+    stream = VideoStream(64, 48, "24", "libx265", pix_fmt="yuv420p10le", depth=16, color={"hdr10": HDR10})
+    args = encode_args(stream, ".mkv")
+    assert args.count("-x265-params") == 1  # ffmpeg would keep only the last
+    assert args[args.index("-x265-params") + 1] == f"log-level=error:{HDR10_PARAMS}"
 
 
 def test_ten_bit_hdr_tags_survive_a_multi_segment_join(make_clip, tmp_path):

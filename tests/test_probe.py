@@ -96,6 +96,36 @@ def test_ten_bit_clip_reports_depth_and_colour_tags(make_clip):
         "bt2020",
         "smpte2084",
     )
+    assert video["hdr10"] is None  # HDR tags alone: no mastering display, no light level
+
+
+# An HDR10 master as x265 takes it (chromaticity in 1/50000, luminance in 1/10000 cd/m²): a P3-D65 display of
+# 1000 cd/m² down to 0.0001, content peaking at 1000 cd/m² with frames averaging up to 400; and as the probe reports
+# it (tests/test_delivery.py uses both).
+HDR10_PARAMS = "master-display=G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1):max-cll=1000,400"
+HDR10 = {
+    "mastering_display": {"red": [34000, 16000], "green": [13250, 34500], "blue": [7500, 3000],
+                          "white_point": [15635, 16450], "max_luminance": 10000000, "min_luminance": 1},
+    "content_light": [1000, 400],
+}  # fmt: skip
+
+
+def hdr10_clip(make_clip, name: str = "hdr10.mkv"):
+    return make_clip(name, width=64, height=48, frames=2, codec="libx265", pix_fmt="yuv420p10le",
+                     extra=("-x265-params", f"log-level=error:{HDR10_PARAMS}"))  # fmt: skip
+
+
+def test_hdr10_metadata_in_the_bitstream_is_read_in_x265_units(make_clip):
+    assert probe_video(hdr10_clip(make_clip))["video"]["hdr10"] == HDR10
+
+
+def test_hdr10_metadata_kept_by_the_container_alone_is_read_too(make_clip, tmp_path):
+    # FFV1 has no SEI: ffmpeg moves the decoded metadata into Matroska's colour elements and MP4's mdcv/clli boxes.
+    source = hdr10_clip(make_clip)
+    for name in ("container.mkv", "container.mov"):
+        out = tmp_path / name
+        run_ffmpeg(["-i", ffmpeg_url(source), "-c:v", "ffv1", "-y", ffmpeg_url(out)], out, "transcoding")
+        assert probe_video(out)["video"]["hdr10"] == HDR10
 
 
 def test_hostile_file_name_is_taken_literally(make_clip, tmp_path):

@@ -3,8 +3,9 @@
 A row says everything that differs between encoders: the ffmpeg encoder, its family (the bitstream format, named
 as ffmpeg's decoders name it: h264, hevc, av1), how the config's ``crf`` and ``preset`` become the encoder's own
 quality options, which of the config's pixel formats it takes (and under which name it takes them), the containers
-its stream may go in, and whether it is hardware. The encoder (``stereo3d.io.encode``), the final mux
-(``stereo3d.io.mux``), the stereo signalling (``stereo3d.stereo.layouts``) read these rows; the schema's
+its stream may go in, whether it is hardware, and how it is told a source's HDR10 static metadata. The encoder
+(``stereo3d.io.encode``), the final mux (``stereo3d.io.mux``), the stereo signalling (``stereo3d.stereo.layouts``)
+read these rows; the schema's
 ``encode.codec``/``deep_codec``/``pix_fmt`` enums and ``config.yaml`` list them, tied by tests/test_registries.py.
 
 Hardware encoders (NVENC, Quick Sync, AMF, VideoToolbox) exist on some machines only: each is used only where a
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from stereo3d.io.hdr import svtav1_hdr10, x265_hdr10
 from stereo3d.io.probe import bit_depth
 
 # Output suffix -> ffmpeg muxer.
@@ -45,6 +47,10 @@ class Codec:
     mp4_tag: str | None = None  # the sample entry MP4/MOV players need (hvc1: Apple and VR players' HEVC)
     # Options writing the H.264 frame-packing SEI for an arrangement type (x264 --frame-packing), None: none.
     frame_packing: Callable[[int], list[str]] | None = None
+    # Options writing HDR10 static metadata (a probe's ``hdr10``, see stereo3d.io.hdr) into the bitstream; None: the
+    # encoder cannot be told (x264 writes no such SEI; ffmpeg's hardware encoders take it, if at all, only from
+    # frame side data, which raw frames from a pipe do not carry).
+    hdr10: Callable[[dict], list[str]] | None = None
 
     @property
     def depths(self) -> frozenset[int]:
@@ -128,8 +134,8 @@ CODECS: dict[str, Codec] = {
     for codec in (
         # Software, in every ffmpeg this package ships with: each family's fallback.
         Codec("libx264",   "libx264",   "h264", _x26x,   SAME,     ANY_CONTAINER, frame_packing=_x264_frame_packing),
-        Codec("libx265",   "libx265",   "hevc", _x265,   SAME,     ANY_CONTAINER, mp4_tag="hvc1"),
-        Codec("libsvtav1", "libsvtav1", "av1",  _svtav1, SAME_420, NOT_MOV),
+        Codec("libx265",   "libx265",   "hevc", _x265,   SAME,     ANY_CONTAINER, mp4_tag="hvc1", hdr10=x265_hdr10),
+        Codec("libsvtav1", "libsvtav1", "av1",  _svtav1, SAME_420, NOT_MOV, hdr10=svtav1_hdr10),
         # Hardware: NVIDIA, Intel Quick Sync, AMD, Apple (macOS builds of ffmpeg only; Apple has no AV1 encoder).
         Codec("h264_nvenc", "h264_nvenc", "h264", _nvenc, NVENC_FORMATS, ANY_CONTAINER, "NVENC"),
         Codec("hevc_nvenc", "hevc_nvenc", "hevc", _nvenc, NVENC_FORMATS, ANY_CONTAINER, "NVENC", "hvc1"),

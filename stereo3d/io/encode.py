@@ -39,9 +39,11 @@ class VideoStream:
     converted to YUV with the matrix of ``color`` (a probe's ``video`` dict or any dict with ``color_space``,
     ``color_primaries``, ``color_transfer``), limited range, and the output is tagged with the same primaries and
     transfer: the transfer is never converted, so PQ/HLG (HDR) pictures pass through tagged as they came. Unknown
-    or absent colour tags mean BT.709, what players assume for HD and larger. Variable-rate timestamps are kept
-    exactly at ``time_base``. ``sar`` ("1:1") tags the frames with that sample aspect ratio; None leaves ffmpeg's
-    default for raw input. ``extra_args`` go to the encoder and muxer last (stereo signalling).
+    or absent colour tags mean BT.709, what players assume for HD and larger. The HDR10 static metadata of
+    ``color["hdr10"]`` (a probe's, see ``stereo3d.io.hdr``) goes into the bitstream where the codec's row says
+    how. Variable-rate timestamps are kept exactly at ``time_base``. ``sar`` ("1:1") tags the frames with that sample
+    aspect ratio; None leaves ffmpeg's default for raw input. ``extra_args`` go to the encoder and muxer last
+    (stereo signalling).
     """
 
     width: int
@@ -276,9 +278,32 @@ def encode_args(stream: VideoStream, suffix: str) -> list[str]:
         "-colorspace", space, "-color_primaries", primaries, "-color_trc", transfer, "-color_range", "tv",
         *codec.quality(stream.crf, stream.preset),
     ]  # fmt: skip
+    hdr10 = (stream.color or {}).get("hdr10")
+    if hdr10 and codec.hdr10 is not None:
+        args += codec.hdr10(hdr10)
     if suffix in MP4_LIKE and codec.mp4_tag:
         args += ["-tag:v", codec.mp4_tag]
-    return [*args, *[str(a) for a in stream.extra_args]]
+    return joined_private_params([*args, *[str(a) for a in stream.extra_args]])
+
+
+def joined_private_params(args: list[str]) -> list[str]:
+    """``args`` with each encoder's private options (``-x264-params``, ``-x265-params``, ``-svtav1-params``) given
+    once, their ``key=value`` lists joined in order where several parts ask for some: ffmpeg keeps only the last
+    of an option given twice, which would drop the quality row's or the HDR10 metadata's silently."""
+    joined: list[str] = []
+    where: dict[str, int] = {}
+    pairs = iter(args)
+    for arg in pairs:
+        if not (arg.startswith("-") and arg.endswith("-params")):
+            joined.append(arg)
+            continue
+        value = next(pairs)
+        if arg in where:
+            joined[where[arg]] += f":{value}"
+        else:
+            where[arg] = len(joined) + 1
+            joined += [arg, value]
+    return joined
 
 
 def _encoder_pix_fmt(codec: Codec, pix_fmt: str) -> str:

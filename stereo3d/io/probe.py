@@ -2,9 +2,10 @@
 
 One cheap pass over the file: a demux of the video stream's packets for the frame timeline, decoding only its
 first picture, which proves the stream decodes and carries what only a decoded frame holds (the display
-matrix). The result is a plain, JSON-serialisable dict (see ``probe_video``), written once per video
-and read by every later stage. The decoder (``stereo3d.io.decode``) is the same FFmpeg, through the same
-library, so probe and decoder agree on what a frame is.
+matrix, the HDR10 static metadata wherever the file keeps it: see ``stereo3d.io.hdr``). The result is a plain,
+JSON-serialisable dict (see ``probe_video``), written once per video and read by every later stage. The decoder
+(``stereo3d.io.decode``) is the same FFmpeg, through the same library, so probe and decoder agree on what a frame
+is.
 
 The frame timeline is what a player shows: one frame per picture, at its presentation time. A packet is not
 always a picture: a zero-byte packet is a repeat marker (AVI writers store a dropped or unchanged frame so; the
@@ -24,6 +25,7 @@ from pathlib import Path
 import av
 
 from stereo3d.errors import BadVideo
+from stereo3d.io.hdr import read_hdr10
 
 # Rates a real camera or master uses; an average measured through container rounding snaps to one of them.
 # Rates a real camera or master uses; an average measured through container rounding snaps to one of them.
@@ -62,7 +64,8 @@ def probe_video(path: str | Path) -> dict:
     ``sar`` the sample aspect ratio ("32:27"; "1:1" where the file gives none), and ``display_width``/
     ``display_height`` the size every later stage works at (``display_size``: square pixels, after rotation).
     ``frame_pts_s`` are the presentation times of every frame in seconds, relative to the first frame and
-    ascending; ``video["pts_offset_s"]`` is that first frame's own timestamp in the file, ``video["start_pts_s"]``
+    ascending; ``video["hdr10"]`` the HDR10 static metadata (``stereo3d.io.hdr.read_hdr10``) or None;
+    ``video["pts_offset_s"]`` is that first frame's own timestamp in the file, ``video["start_pts_s"]``
     its time after the container start, ``video["keyframes"]`` the frame indices (presentation order) a
     decoder can start from, and ``video["duration_s"]`` runs to the end of the last frame shown (a repeated
     picture included).
@@ -128,6 +131,8 @@ def _describe(path: Path, size: int, container, stream, timeline: dict, rotation
         "color_transfer": TRANSFERS.get(codec.color_trc),
         "color_space": SPACES.get(codec.colorspace),
         "color_range": RANGES.get(codec.color_range),
+        # Mastering display and content light level (stereo3d.io.hdr.read_hdr10), None for a source without them.
+        "hdr10": timeline["hdr10"],
         "field_order": FIELD_ORDERS.get(codec.field_order),
         "sar": sar,
         # Frame 0's own timestamp in the file, and its distance from the container start: the first addresses
@@ -265,12 +270,13 @@ def _pick_video(path: Path, container):
 def _packet_pass(path: Path, container, stream) -> dict:
     """The frame timeline from the stream's packets (see the module docstring), with the first picture decoded
     on the way: every picture's pts (ascending, in the stream's ticks), which frames (indices in presentation
-    order) are key frames, where the last frame shown ends, and the clockwise turn the first picture's display
-    matrix asks for (the legacy ``rotate`` tag's sense)."""
+    order) are key frames, where the last frame shown ends, the clockwise turn the first picture's display
+    matrix asks for (the legacy ``rotate`` tag's sense), and the first picture's HDR10 static metadata."""
     pictures: list[tuple[int, int, bool]] = []  # pts, duration, key
     end = None
     seen_key = False
     rotation = None
+    hdr10 = None
     decoded = 0
     problem = None
     try:
@@ -280,6 +286,7 @@ def _packet_pass(path: Path, container, stream) -> dict:
                 try:
                     for frame in packet.decode():
                         rotation = int(round(-(frame.rotation or 0) / 90.0)) * 90 % 360
+                        hdr10 = read_hdr10(frame)
                         break
                 except av.FFmpegError as exc:
                     # Packets before the first key frame cannot decode (a stream cut mid-GOP); from the key frame
@@ -325,6 +332,7 @@ def _packet_pass(path: Path, container, stream) -> dict:
         "end": end,
         "time_base": Fraction(tb.numerator, tb.denominator),
         "rotation": rotation,
+        "hdr10": hdr10,
     }
 
 

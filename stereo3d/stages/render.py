@@ -1,8 +1,9 @@
 """The render + encode stage: frames and near maps → stereo frames in a layout → an encoded video-only file.
 
 The encoded file carries what players need to recognise the packing (Matroska ``StereoMode``, or the H.264
-frame-packing SEI; see ``stereo3d.stereo.layouts``), the source's timestamps (variable frame rate kept), and the
-source's bit depth and colour tags (10-bit and HDR stay so). Rotation needs nothing: frames are decoded in display
+frame-packing SEI; see ``stereo3d.stereo.layouts``), the source's timestamps (variable frame rate kept), the
+source's bit depth and colour tags (10-bit and HDR stay so), and its HDR10 static metadata where the encoder can
+write it (x265, SVT-AV1; see ``stereo3d.io.hdr``). Rotation needs nothing: frames are decoded in display
 orientation and written without a display matrix, so nothing rotates them again. Nor do non-square pixels: frames
 are decoded at the display size in square pixels, and such a source's output is tagged SAR 1:1 to say so.
 """
@@ -145,6 +146,9 @@ def plan_render(video: str | Path, probe: dict, start: int, count: int, layout: 
                  name, out_w, out_h, out_w + pad_w, out_h + pad_h, pix_fmt)  # fmt: skip
     log.info("%s: %s %dx%d, %s %s crf %d, %s", name, layout, out_w, out_h, codec, pix_fmt, encode.crf,
              "variable frame rate" if info.get("vfr") else f"{info['fps_fraction']} fps")  # fmt: skip
+    if info.get("hdr10") and get_codec(codec).hdr10 is None:
+        log.warning("%s: %s cannot write the source's HDR10 metadata (mastering display, content light level); "
+                    "players will use their defaults for it (libx265 or libsvtav1 keep it)", name, codec)  # fmt: skip
     extra = [*encoder_args(layout, codec, encode.stereo_signal),
              *container_args(layout, ".mkv", encode.stereo_signal)]  # fmt: skip
     stream = VideoStream(
