@@ -56,8 +56,8 @@ def test_a_run_builds_only_the_exports_its_videos_use(tmp_path_factory):
     dry = snakemake(workdir, "-n").stdout
     assert job_stats(dry)["export_da3"] == 2
     planned = sorted(set(re.findall(r"models/DA3/[^\s,]+", dry)))
-    assert planned == [f"models/DA3/{name}{report}" for name in ("da3_small_140x112_u8.onnx", "da3_small_140x84_u8.onnx")
-                       for report in ("", ".validation.json")]  # fmt: skip
+    tiers = ("da3_small_140x112_u8.onnx", "da3_small_140x84_u8.onnx")
+    assert planned == [f"models/DA3/{name}{report}" for name in tiers for report in ("", ".validation.json")]
 
 
 def test_a_rerun_schedules_nothing(converted):
