@@ -91,7 +91,13 @@ def get_window_near(wildcards):
     release, attack = window.reach_frames(probed(v)["video"]["fps"])
     first, end = (int(frame) for frame in wildcards.seg.split("-"))
     return [
-        fill(P.near_maps, video=v, dkey=wildcards.dkey, nkey=wildcards.nkey, seg=segment_name(start, count))
+        fill(
+            P.near_maps,
+            video=v,
+            dkey=wildcards.dkey,
+            nkey=wildcards.nkey,
+            seg=segment_name(start, count),
+        )
         for start, count in segments(v)
         if start != first and start < end + attack and start + count > first - release
     ]
