@@ -115,8 +115,11 @@ def window_widths(stores: Sequence[str | Path], first: int, count: int, width: i
             a, b = max(lo, start), min(hi, start + reader.frames)
             if a >= b:
                 continue
-            edges = [edge_parallax(near, width, settings) for near in reader.read(a - start, b - a)]
-            need[a - lo : b - lo] = violation_need(np.asarray(edges), width)
+            for block in range(a, b, reader.chunk):  # a block at a time: a whole-film store does not fit in memory
+                count_here = min(reader.chunk, b - block)
+                maps = reader.read(block - start, count_here)
+                edges = np.array([edge_parallax(near, width, settings) for near in maps]).reshape(-1, 2)
+                need[block - lo : block - lo + count_here] = violation_need(edges, width)
     return smooth_widths(need, fps)[release : release + count]
 
 
