@@ -1,12 +1,15 @@
 """Screen edges: the window-violation figure, the floating window's geometry, its plan over time and the render
 with and without it."""
 
+import json
+
 import numpy as np
 import pytest
 
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.mapstore import write_maps
 from stereo3d.io.probe import probe_video
+from stereo3d.qc import figures, tables
 from stereo3d.qc import stats as qc_stats
 from stereo3d.stages.render import EncodeSettings, render_video, stereo_frame
 from stereo3d.stereo.warp import Renderer, StereoSettings
@@ -117,6 +120,15 @@ def test_qc_counts_window_violations_of_a_disk_crossing_the_left_edge(tmp_path):
         assert window["worst_pct"] == pytest.approx(5.0, abs=1e-3)  # near 1 at 10 % divergence, zero plane 0.5
         assert window["after_window_pct"] == (0.0 if mode == "auto" else pytest.approx(100 * expected.mean()))
         assert stats["window_per_frame"].shape == (24, 4)
+    # The figure draws it, the library table has a column for it.
+    stats.pop("flicker_raw"), stats.pop("flicker_stabilised")
+    per_frame, window_per_frame = stats.pop("parallax_per_frame"), stats.pop("window_per_frame")
+    figure = figures.parallax_figure(np.arange(24) / FPS, per_frame, 3.0, stats, "clip.mp4", window_per_frame)
+    assert figure.ndim == 3
+    (tmp_path / "stats.json").write_text(json.dumps({"video": "clip.mp4", "frames": 24, "duration_s": 1.0, **stats}))
+    (row,) = tables.library_table([tmp_path / "stats.json"], tmp_path / "videos.html")
+    assert row["window violations %"] == pytest.approx(100 * expected.mean())
+    assert row["after floating window %"] == 0.0
 
 
 def test_a_segments_window_is_the_whole_videos(tmp_path):
