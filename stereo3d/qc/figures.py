@@ -114,9 +114,10 @@ def parallax_figure(times: np.ndarray, per_frame: np.ndarray, limit_pct: float, 
     )
     window = stats.get("window")
     if window is not None and window_per_frame is not None:
-        title += f"; window violations {window['violation_pct']:.1f} %"
+        # A second line: the first is already as long as the plot is wide.
+        title += f"\nwindow violations (in front at the left/right edge) on {window['violation_pct']:.1f} % of frames"
         if window["floating_window"] == "auto":
-            title += f" ({window['after_window_pct']:.1f} % with the floating window)"
+            title += f", {window['after_window_pct']:.1f} % with the floating window"
     with _style():
         figure, axes = _plot_axes(title, "time (s)", "parallax (% width)")
         axes.fill_between(x, column[5], column[95], color=BAND_COLOUR, linewidth=0, zorder=1)
