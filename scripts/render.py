@@ -24,6 +24,7 @@ def main():
         encode=EncodeSettings.from_config(encode),
         **layout_options(render["layout"], render),
         renderer=renderer,
+        window_near=list(snakemake.input.window_near),
     )
 
 

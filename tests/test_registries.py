@@ -18,6 +18,7 @@ from stereo3d.models.names import DA3_CONTRACTS, NVDS_GRAPHS, nvds_onnx_names
 from stereo3d.stabilisers import Stabiliser, get_stabiliser, stabilisers
 from stereo3d.stages.render import PIECE_FRAMES, EncodeSettings
 from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, LAYOUTS, SIGNALS
+from stereo3d.stereo.warp import FLOATING_WINDOW
 from stereo3d.workflow.config import load_schema, validate_config
 from stereo3d.workflow.keys import MUX_ONLY, NEAR_KEYS, RENDER_KEYS, near_key, near_settings, render_settings
 
@@ -45,6 +46,7 @@ def prop(dotted: str) -> dict:
         ("da3.contract", lambda: DA3_CONTRACTS),
         ("da3.fit", lambda: FITS),
         ("stabilise.nvds_graphs", lambda: NVDS_GRAPHS),
+        ("render.floating_window", lambda: FLOATING_WINDOW),
     ],
 )
 def test_the_schema_enum_is_the_table(key, table):

@@ -25,6 +25,7 @@ _DPI = 100
 # Plot colours (matplotlib, RGB) and the contact sheet's (OpenCV, BGR).
 INK, RAW_COLOUR, STABLE_COLOUR = "#282828", "#e6783c", "#1e6eb4"
 LIMIT_COLOUR, TAIL_COLOUR, BAND_COLOUR, ZERO_COLOUR = "#c82828", "#e67878", "#bed7eb", "#aaaaaa"
+EDGE_COLOUR, WINDOW_COLOUR = "#7a3c9c", "#2a9d4a"
 SHEET_INK, PAPER = (40, 40, 40), (255, 255, 255)
 # The library's defaults, so a local matplotlibrc does not change the plots. Long paths (a feature
 # film has 10^5 frames) are drawn in chunks: faster, and Agg refuses a single path beyond its cell limit.
@@ -98,8 +99,11 @@ def flicker_figure(times: np.ndarray, raw: np.ndarray, stable: np.ndarray, name:
         return _render(figure)
 
 
-def parallax_figure(times: np.ndarray, per_frame: np.ndarray, limit_pct: float, stats: dict, name: str) -> np.ndarray:
-    """BGR line plot: per-frame percentiles of screen parallax (% of the width) against the comfort limit."""
+def parallax_figure(times: np.ndarray, per_frame: np.ndarray, limit_pct: float, stats: dict, name: str,
+                    window_per_frame: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """BGR line plot: per-frame percentiles of screen parallax (% of the width) against the comfort limit; with
+    ``window_per_frame`` (``stats.window_statistics``) also the larger edge parallax of the left/right edges
+    (window violations) and, under ``floating_window: auto``, the floating window's larger width."""
     per_frame = np.asarray(per_frame, dtype=np.float64).reshape(-1, len(PERCENTILES))
     x = np.asarray(times, dtype=np.float64)[: len(per_frame)]
     column = {p: per_frame[:, i] for i, p in enumerate(PERCENTILES)}
@@ -108,6 +112,12 @@ def parallax_figure(times: np.ndarray, per_frame: np.ndarray, limit_pct: float, 
         f"{name}: screen parallax (% of width, + = in front of the screen); "
         f"{beyond:.1f} % of frames beyond +-{limit_pct:g} %"
     )
+    window = stats.get("window")
+    if window is not None and window_per_frame is not None:
+        # A second line: the first is already as long as the plot is wide.
+        title += f"\nwindow violations (in front at the left/right edge) on {window['violation_pct']:.1f} % of frames"
+        if window["floating_window"] == "auto":
+            title += f", {window['after_window_pct']:.1f} % with the floating window"
     with _style():
         figure, axes = _plot_axes(title, "time (s)", "parallax (% width)")
         axes.fill_between(x, column[5], column[95], color=BAND_COLOUR, linewidth=0, zorder=1)
@@ -116,6 +126,12 @@ def parallax_figure(times: np.ndarray, per_frame: np.ndarray, limit_pct: float, 
         _line(axes, x, column[5], STABLE_COLOUR, 1.5, "p5 / p95")
         _line(axes, x, column[95], STABLE_COLOUR, 1.5)
         _line(axes, x, column[50], INK, 1.5, "median")
+        if window is not None and window_per_frame is not None and len(window_per_frame):
+            edges = np.asarray(window_per_frame, dtype=np.float64).reshape(-1, 4)[: len(x)]
+            _line(axes, x, edges[:, :2].max(axis=1), EDGE_COLOUR, 1.2, "in front at the left/right edge")
+            if window["floating_window"] == "auto":
+                axes.plot(x, edges[:, 2:].max(axis=1), color=WINDOW_COLOUR, linewidth=1.2, linestyle=(0, (4, 3)),
+                          label="floating window", zorder=2)  # fmt: skip
         axes.axhline(0.0, color=ZERO_COLOUR, linewidth=0.8, zorder=1.5)
         for value, label in ((limit_pct, f"+{limit_pct:g} % comfort"), (-limit_pct, f"-{limit_pct:g} %")):
             axes.axhline(value, color=LIMIT_COLOUR, linewidth=1.0, linestyle=(0, (6, 6)), zorder=1.5)

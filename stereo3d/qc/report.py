@@ -4,7 +4,9 @@ Per video (:func:`video_report`): a **contact sheet** (at a few timestamps, the 
 normalised alone, the stabilised near map and a red-cyan anaglyph preview of the configured 3D), a **flicker
 plot** (mean |Δnear| between consecutive frames, raw against stabilised: what stabilisation buys), a **parallax
 plot** (per-frame percentiles of screen parallax in % of the width, the comfort limit, the share of frames
-beyond it) and ``stats.json`` with the numbers, which ``tables.library_table`` gathers into one table.
+beyond it; the parallax of in-front content at the left/right frame edges, i.e. window violations, and the
+floating window where one is drawn) and ``stats.json`` with the numbers, which ``tables.library_table``
+gathers into one table.
 Statistics: ``qc.stats``; figures: ``qc.figures``; library tables: ``qc.tables``.
 """
 
@@ -46,17 +48,19 @@ def video_report(
     times = frame_times(probe)
     sheet = contact_sheet(source, probe, depth, near, settings, near_pct, rows=rows, tile_width=tile_width)
     write_png(out_contact_sheet, sheet)
-    stats = map_statistics(depth, near, settings, near_pct, comfort_limit_pct)
+    video = probe["video"]
+    stats = map_statistics(depth, near, settings, near_pct, comfort_limit_pct, frame_width=video["display_width"],
+                           fps=float(video["fps"]))  # fmt: skip
     raw, stable = stats.pop("flicker_raw"), stats.pop("flicker_stabilised")
-    per_frame = stats.pop("parallax_per_frame")
+    per_frame, window = stats.pop("parallax_per_frame"), stats.pop("window_per_frame")
     write_png(out_flicker, flicker_figure(times, raw, stable, name))
-    write_png(out_parallax, parallax_figure(times, per_frame, comfort_limit_pct, stats, name))
+    write_png(out_parallax, parallax_figure(times, per_frame, comfort_limit_pct, stats, name, window))
     stats = {"video": name, "frames": len(times), "duration_s": _duration(probe, times), **stats}
     with atomic_output(out_stats) as tmp:
         tmp.write_text(json.dumps(stats, indent=2, sort_keys=True))
     log.info(
         "%s: flicker raw %.4f → stabilised %.4f; parallax p1..p99 %.2f..%.2f %% of width; %.1f %% of frames "
-        "beyond ±%.1f %%",
+        "beyond ±%.1f %%; window violations on %.1f %% of frames (worst %.2f %% of width)",
         name,
         stats["flicker"]["raw_mean"],
         stats["flicker"]["stabilised_mean"],
@@ -64,6 +68,8 @@ def video_report(
         stats["parallax_pct"]["p99"],
         stats["comfort"]["beyond_pct"],
         comfort_limit_pct,
+        stats["window"]["violation_pct"],
+        stats["window"]["worst_pct"],
     )
     return stats
 

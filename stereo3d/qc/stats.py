@@ -1,5 +1,5 @@
 """QC statistics over a video's map stores: flicker of the raw and stabilised maps, screen parallax percentiles and
-comfort, and the frame times they are plotted against.
+comfort, window violations at the left/right frame edges, and the frame times they are plotted against.
 
 Map stores are given as lists (one per segment, in frame order) and read as one sequence. Statistics run on
 maps shrunk to at most ``STATS_WIDTH`` pixels wide: the measures are means and percentiles of relative
@@ -19,6 +19,7 @@ from stereo3d.io.mapstore import MapReader
 from stereo3d.progress import Progress
 from stereo3d.stereo.near import near_from_depth
 from stereo3d.stereo.warp import StereoSettings, parallax_px
+from stereo3d.stereo.window import EDGE_BAND_PCT, VIOLATION_PCT, edge_parallax, smooth_widths, violation_need
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +35,28 @@ def map_statistics(
     settings: StereoSettings,
     near_pct: tuple[float, float],
     comfort_limit_pct: float,
+    frame_width: int | None = None,
+    fps: float = 25.0,
 ) -> dict:
-    """Flicker of raw (per-frame normalised) and stabilised maps, parallax percentiles and comfort, in one pass."""
+    """Flicker of raw (per-frame normalised) and stabilised maps, parallax percentiles and comfort, and window
+    violations, in one pass.
+
+    Window violations (``stereo3d.stereo.window``) are measured on the full near maps at ``frame_width`` (the
+    video's display width, which the renderer renders at; None: the maps' own width), exactly as the render
+    plans its floating window: per frame, the edge parallax of the left and right edges (the largest in-front
+    ``Parallax.px`` of the columns within ``EDGE_BAND_PCT`` of the width from that edge, border taper included);
+    a frame violates when either exceeds ``VIOLATION_PCT`` of the width. With ``floating_window: auto`` the
+    window's widths (planned at ``fps``) are computed too, and a frame still violates after it when an edge's
+    parallax exceeds that edge's window by more than the threshold."""
     depth_maps, near_maps = MapSequence(depth), MapSequence(near)
     check_counts(None, depth_maps, near_maps)
     raw_flicker, stable_flicker, per_frame = [], [], []
     hist = np.zeros(HIST_BINS, dtype=np.int64)
     previous_raw = previous_stable = None
     progress = Progress(log, "qc maps", len(near_maps))
+    edges = []
     for depth_map, near_map in zip(depth_maps, near_maps, strict=True):
+        edges.append(edge_parallax(near_map, frame_width or near_map.shape[1], settings))
         raw = _shrink(near_from_depth(depth_map, *near_pct))
         stable = _shrink(near_map)
         if previous_raw is not None:
@@ -59,6 +73,8 @@ def map_statistics(
     raw_flicker, stable_flicker = np.asarray(raw_flicker), np.asarray(stable_flicker)
     extreme = np.maximum(np.abs(per_frame[:, 0]), np.abs(per_frame[:, -1])) if len(per_frame) else np.zeros(0)
     beyond = extreme > comfort_limit_pct
+    window, window_per_frame = window_statistics(np.asarray(edges).reshape(-1, 2), frame_width or width_of(near_maps),
+                                                 settings, fps)  # fmt: skip
     raw_mean = float(raw_flicker.mean()) if raw_flicker.size else 0.0
     stable_mean = float(stable_flicker.mean()) if stable_flicker.size else 0.0
     return {
@@ -76,10 +92,45 @@ def map_statistics(
             "beyond_pct": float(100.0 * beyond.mean()) if beyond.size else 0.0,
             "rule": "a frame is beyond when its 1st or 99th parallax percentile exceeds the limit in magnitude",
         },
+        "window": window,
         "flicker_raw": raw_flicker,
         "flicker_stabilised": stable_flicker,
         "parallax_per_frame": per_frame,
+        "window_per_frame": window_per_frame,
     }
+
+
+def window_statistics(edges: np.ndarray, width: int, settings: StereoSettings, fps: float) -> tuple[dict, np.ndarray]:
+    """Window violations of a video from its per-frame edge parallax (px, [frames, 2]: left, right) at frame
+    ``width``: the stats, and per frame (% of the width) the left and right edge parallax and the floating
+    window's left and right widths (0 unless ``floating_window: auto``)."""
+    scale = 100.0 / width
+    limit = VIOLATION_PCT / 100.0 * width
+    if settings.floating_window == "auto":
+        widths = smooth_widths(violation_need(edges, width), fps)
+    else:
+        widths = np.zeros_like(edges, dtype=np.float64)
+    before = edges.max(axis=1, initial=0.0) > limit if len(edges) else np.zeros(0, bool)
+    left_over = edges - widths  # how far in front of the window the content at the edge still is
+    after = left_over.max(axis=1, initial=0.0) > limit if len(edges) else np.zeros(0, bool)
+    stats = {
+        "floating_window": settings.floating_window,
+        "band_pct": EDGE_BAND_PCT,
+        "threshold_pct": VIOLATION_PCT,
+        "violation_frames": int(before.sum()),
+        "violation_pct": float(100.0 * before.mean()) if before.size else 0.0,
+        "worst_pct": float(edges.max(initial=0.0) * scale),
+        "after_window_pct": float(100.0 * after.mean()) if after.size else 0.0,
+        "window_max_pct": float(widths.max(initial=0.0) * scale),
+        "window_max_step_pct": float(np.abs(np.diff(widths, axis=0)).max(initial=0.0) * scale),
+        "rule": (
+            f"a frame violates the window when content within {EDGE_BAND_PCT:g} % of the width of the left or "
+            f"right edge is more than {VIOLATION_PCT:g} % of the width in front of the screen (parallax as "
+            "rendered, border taper included); after the floating window, when it is that far in front of the "
+            "window's edge"
+        ),
+    }
+    return stats, np.concatenate([edges, widths], axis=1) * scale
 
 
 def mean_abs_change(frames) -> np.ndarray:
@@ -122,6 +173,14 @@ class MapSequence:
             raise IndexError(f"frame {index} outside 0..{len(self)}")
         with MapReader(self.paths[part]) as reader:
             return reader.read(index - int(self.starts[part]), 1)[0]
+
+
+def width_of(maps: MapSequence) -> int:
+    """The width of the maps of a sequence (1 if it has none)."""
+    for path in maps.paths:
+        with MapReader(path) as reader:
+            return int(reader.shape[1])
+    return 1
 
 
 def _difference(previous: np.ndarray, current: np.ndarray) -> float:

@@ -94,14 +94,21 @@ def library_table(
     for path in sorted(map(Path, stats_paths)):
         s = json.loads(path.read_text())
         p, f, c = s["parallax_pct"], s["flicker"], s["comfort"]
+        w = s.get("window") or {}  # stats written before window violations were measured have none
         rows.append({"video": s["video"], "frames": s["frames"], "duration s": s["duration_s"],
                      "flicker raw": f["raw_mean"], "flicker stabilised": f["stabilised_mean"],
                      "stabilised / raw": f["ratio"], "parallax p1 %": p["p1"], "p50 %": p["p50"],
-                     "p99 %": p["p99"], f"frames beyond ±{c['limit_pct']:g} %": c["beyond_pct"]})  # fmt: skip
+                     "p99 %": p["p99"], f"frames beyond ±{c['limit_pct']:g} %": c["beyond_pct"],
+                     "window violations %": w.get("violation_pct"), "worst at edge %": w.get("worst_pct"),
+                     "after floating window %": w.get("after_window_pct") if w.get("floating_window") == "auto"
+                     else None})  # fmt: skip
     note = (
         "Flicker: mean |&Delta;near| between consecutive frames (0..1 maps). Parallax: screen parallax in % of "
         "the frame width over every pixel of every frame (+ = in front of the screen). A frame is beyond the "
-        "comfort limit when its 1st or 99th parallax percentile exceeds it in magnitude."
+        "comfort limit when its 1st or 99th parallax percentile exceeds it in magnitude. Window violations: the "
+        "share of frames with content in front of the screen cut by the left or right frame edge (see each "
+        "video's stats.json, window.rule), the worst such parallax in % of the width, and the share left with "
+        "render.floating_window: auto."
     )
     failed = [{"video": video, "reason": reason} for video, reason in sorted((failures or {}).items())]
     failed_note = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -31,6 +32,7 @@ from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import Renderer, StereoSettings
+from stereo3d.stereo.window import apply_floating_window, window_widths
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +93,15 @@ class RenderPlan:
 
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
                  layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings(), *,
-                 fov_deg: float = 90.0, eye_px: int = 0, renderer: Renderer | None = None) -> dict:  # fmt: skip
+                 fov_deg: float = 90.0, eye_px: int = 0, renderer: Renderer | None = None,
+                 window_near: Sequence[str | Path] = ()) -> dict:  # fmt: skip
     """Render every frame of ``near``'s range (its ``start`` attribute onward) to ``layout`` and encode it, video
     only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. ``renderer``: where the views
     render (None: the CPU, every thread this process may use). Returns a summary for the log.
+
+    With ``stereo.floating_window: auto`` the views get a floating window whose widths are planned from the near
+    maps of ``near`` and of ``window_near``, the neighbouring segments' stores within the plan's reach
+    (``stereo3d.stereo.window``): the same widths as a whole-video job.
 
     Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done and
     they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
@@ -110,10 +117,19 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         done = pieces.done()
         if done:
             log.info("%s: resuming the render at frame %d of %d", name, plan.start + done, plan.start + plan.count)
+        windows = None
+        if stereo.floating_window == "auto":
+            info = probe["video"]
+            widths = window_widths([near, *window_near], plan.start, plan.count, info["display_width"], stereo,
+                                   float(info["fps"]))  # fmt: skip
+            log.info("%s: floating window on %d of %d frames, up to %.1f px", name,
+                     int((widths.max(axis=1) > 0).sum()), plan.count, float(widths.max(initial=0.0)))  # fmt: skip
+            windows = iter(widths[done:])
         progress = Progress(log, f"render {name}", plan.count - done)
         try:
             with FrameReader(video, probe, start=plan.start + done, count=plan.count - done, deep=plan.deep) as frames:
-                render_pieces(plan, pieces, iter(frames), iter(nears.from_frame(done)), stereo, renderer, progress)
+                render_pieces(plan, pieces, iter(frames), iter(nears.from_frame(done)), stereo, renderer, progress,
+                              windows)  # fmt: skip
         except StereoError:
             pieces.discard()  # a rerun would fail the same way: nothing to resume
             raise
@@ -181,32 +197,43 @@ def piece_times(pts_s: list[float], first: int, frames: int) -> tuple[float, ...
 
 
 def render_pieces(plan: RenderPlan, pieces: Pieces, frames, near_maps, stereo: StereoSettings, renderer: Renderer,
-                  progress: Progress) -> None:  # fmt: skip
+                  progress: Progress, windows=None) -> None:  # fmt: skip
     """Render and encode each piece not yet done, from the ``frames`` and ``near_maps`` iterators (both at the first
-    such piece's first frame); each piece appears under its name only once complete."""
+    such piece's first frame) and ``windows``, the floating window's (left, right) widths (None: no window); each
+    piece appears under its name only once complete."""
     for piece in pieces.todo():
         with VideoEncoder(pieces.path(piece.first), plan.stream, pts_s=piece.pts_s) as encoder:
             for _ in range(piece.frames):
+                window = (0.0, 0.0) if windows is None else tuple(next(windows))
                 packed = stereo_frame(renderer, next(frames), next(near_maps), stereo, plan.layout, plan.options,
-                                      plan.padding)  # fmt: skip
+                                      plan.padding, window)  # fmt: skip
                 encoder.write(packed, owned=True)
                 progress.advance(1)
 
 
 def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str,
-                 options: dict, padding: tuple[int, int] = (0, 0)) -> np.ndarray:  # fmt: skip
-    """One output frame: the views of ``frame`` packed in ``layout``, then ``padding`` (columns, rows) repeating
-    the last column and row. A layout that keeps both views whole has them rendered straight into the packed
-    frame (no copy of 2 x 6 MB per 1080p frame)."""
+                 options: dict, padding: tuple[int, int] = (0, 0),
+                 window: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:  # fmt: skip
+    """One output frame: the views of ``frame`` with a floating ``window`` (px masked at the left view's left edge,
+    the right view's right edge: ``window.apply_floating_window``) packed in ``layout``, then ``padding`` (columns,
+    rows) repeating the last column and row. A layout that keeps both views whole has them rendered straight into
+    the packed frame (no copy of 2 x 6 MB per 1080p frame)."""
     chosen = get_layout(layout)
     pad_w, pad_h = padding
     if chosen.eyes is None:
-        packed = chosen.pack(*renderer.render_stereo(frame, near, stereo), **options)
+        left, right = renderer.render_stereo(frame, near, stereo)
+        if any(window):
+            # An eye kept as the original is the frame itself: masked on a copy
+            left, right = (view.copy() if view is frame else view for view in (left, right))
+            apply_floating_window(left, right, *window)
+        packed = chosen.pack(left, right, **options)
         return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     height, width = frame.shape[:2]
     out_w, out_h = chosen.size(width, height, **options)
     packed = np.empty((out_h + pad_h, out_w + pad_w, frame.shape[2]), frame.dtype)
-    renderer.render_stereo(frame, near, stereo, out=chosen.eyes(packed, width, height))
+    views = renderer.render_stereo(frame, near, stereo, out=chosen.eyes(packed, width, height))
+    if any(window):
+        apply_floating_window(*views, *window)
     packed[:, out_w:] = packed[:, out_w - 1 : out_w]
     packed[out_h:] = packed[out_h - 1 : out_h]
     return packed

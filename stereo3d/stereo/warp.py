@@ -33,6 +33,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 EYES = ("none", "left", "right")
+FLOATING_WINDOW = ("auto", "off")
 RENDER_DEVICES = ("auto", "cpu", "cuda")
 
 # Frames smaller than this render both eyes in the calling thread (a thread hand-off costs more than it saves).
@@ -50,10 +51,16 @@ class StereoSettings:
     ipd_offset_pct: float = 0.0  # extra uniform separation of the views, % of width (+ = scene further back)
     border_taper_pct: float = 0.0  # parallax fades to zero over this % of the width at the left/right border
     original_eye: str = "none"  # "left"/"right": that eye shows the source frame, the other takes all parallax
+    # "auto": the render stage masks an eye's edge where in-front content meets it (stereo3d.stereo.window); the
+    # Renderer itself draws no window (its widths are planned across frames)
+    floating_window: str = "off"
 
     def __post_init__(self):
         if self.original_eye not in EYES:
             raise ValueError(f"original_eye must be one of {', '.join(EYES)}, not {self.original_eye!r}")
+        if self.floating_window not in FLOATING_WINDOW:
+            raise ValueError(f"floating_window must be one of {', '.join(FLOATING_WINDOW)}, "
+                             f"not {self.floating_window!r}")  # fmt: skip
         if not 0.0 <= self.border_taper_pct <= 50.0:
             raise ValueError(f"border_taper_pct must lie in 0..50, not {self.border_taper_pct}")
 

@@ -57,6 +57,7 @@ NEAR_KEYS = ("near.low_pct", "near.high_pct", "stabilise.method")
 RENDER_KEYS = (
     "render.layout", "render.divergence_pct", "render.convergence", "render.edge_dilate_px",
     "render.ipd_offset_pct", "render.border_taper_pct", "render.original_eye",
+    "render.floating_window",
     "encode.codec", "encode.crf", "encode.preset", "encode.pix_fmt", "encode.deep_codec", "encode.stereo_signal",
     "encode.piece_frames",
 )  # fmt: skip

@@ -1,6 +1,7 @@
 # Input and param functions of the rules (named get_*, never lambdas in rules): thin wrappers over
 # stereo3d.workflow.targets (T) and the segments of common.smk.
 from stereo3d.models.names import parse_da3_onnx_name
+from stereo3d.stereo import window
 
 
 def get_source(wildcards):
@@ -78,6 +79,28 @@ def get_near_params(wildcards):
 def get_render_params(wildcards):
     settings = T.render_settings(wildcards.video)
     return current(wildcards, "rkey", settings, keys.render_key(settings))
+
+
+def get_window_near(wildcards):
+    """The other segments' near maps within the floating window's reach of this segment (none
+    unless render.floating_window is auto): its widths are planned from the frames around it, so
+    a render waits for its neighbours alone, not for every near map of the video."""
+    v = wildcards.video
+    if T.render_settings(v)["render.floating_window"] != "auto":
+        return []
+    release, attack = window.reach_frames(probed(v)["video"]["fps"])
+    first, end = (int(frame) for frame in wildcards.seg.split("-"))
+    return [
+        fill(
+            P.near_maps,
+            video=v,
+            dkey=wildcards.dkey,
+            nkey=wildcards.nkey,
+            seg=segment_name(start, count),
+        )
+        for start, count in segments(v)
+        if start != first and start < end + attack and start + count > first - release
+    ]
 
 
 def get_render_segments(wildcards):

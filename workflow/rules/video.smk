@@ -101,6 +101,8 @@ rule render:
         probe=rules.probe.output.json,
         frames=rules.probe.output.frames,
         near=P.near_maps,
+        # render.floating_window auto: the neighbouring segments' near maps within its reach
+        window_near=get_window_near,
     output:
         video=P.render if config["segments"]["keep_encoded"] else temp(P.render),
     log:
