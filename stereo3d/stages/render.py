@@ -111,7 +111,8 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     own = Renderer() if renderer is None else nullcontext(renderer)
     with own as renderer, MapReader(near) as nears:
         plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options)
-        identity = job_identity([video, near], layout=layout, options=options, encode=asdict(encode),
+        # The neighbours' near maps plan the window: pieces rendered under their old maps are not continued.
+        identity = job_identity([video, near, *window_near], layout=layout, options=options, encode=asdict(encode),
                                 stereo=asdict(stereo))  # fmt: skip
         pieces = Pieces(Path(out), identity, plan.start, plan.count, plan.pieces)
         done = pieces.done()
