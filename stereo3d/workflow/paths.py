@@ -29,6 +29,7 @@ class Paths:
         self.preview_lead = f"{preview}/depth/{{dkey}}/{{seg}}.lead.zarr"  # the frames before, for NVDS
         self.preview_near = f"{preview}/near/{{dkey}}/{{nkey}}/{{seg}}.zarr"
         self.preview_clip = f"{preview}/clips/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mp4"
+        self.preview_page = f"{preview}/clips/{{dkey}}/{{nkey}}/{{rkey}}/clips.html"  # the clips, for the report
         self.preview_grid = f"{preview}/grid/{{dkey}}/{{nkey}}/grid.png"
         self.qc_video = f"{work}/{{video}}/qc/{{name}}"
         self.qc_library = f"{work}/qc/{{name}}"

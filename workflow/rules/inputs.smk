@@ -156,7 +156,7 @@ def get_preview_outputs(wildcards):
     grid = config["preview"]["grid"]
     for v in converting():
         k = dict(video=v, dkey=T.depth_key(v), nkey=T.near_key(v))
-        outputs += [fill(P.preview_clip, seg=c.name, rkey=T.render_key(v), **k) for c in preview_clips(v)]
+        outputs.append(fill(P.preview_page, rkey=T.render_key(v), **k))
         if grid["divergence_pct"] and grid["convergence"]:
             outputs.append(fill(P.preview_grid, **k))
     return outputs
@@ -187,3 +187,19 @@ def get_preview_grid_near(wildcards):
 
 def get_preview_grid_frame(wildcards):
     return grid_still(preview_clips(wildcards.video))[1]
+
+
+def get_preview_page_clips(wildcards):
+    w = wildcards
+    k = dict(video=w.video, dkey=w.dkey, nkey=w.nkey, rkey=w.rkey)
+    return [fill(P.preview_clip, seg=c.name, **k) for c in preview_clips(w.video)]
+
+
+def get_preview_page_labels(wildcards):
+    """One line per clip: its frames and times."""
+    times = probed(wildcards.video)["video"]
+    fps = times["fps"]
+    return [
+        f"frames {c.start}-{c.start + c.count - 1} ({c.start / fps:.2f}-{(c.start + c.count) / fps:.2f} s)"
+        for c in preview_clips(wildcards.video)
+    ]

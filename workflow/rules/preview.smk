@@ -68,13 +68,7 @@ rule preview_render:
         frames=rules.probe.output.frames,
         near=P.preview_near,
     output:
-        clip=report(
-            P.preview_clip,
-            caption="../report/preview_clip.rst",
-            category="Preview",
-            subcategory="{video}",
-            labels={"video": "{video}", "preview": "clip, frames {seg}"},
-        ),
+        clip=P.preview_clip,
     log:
         P.log("preview_render", "{video}/{dkey}/{nkey}/{rkey}/{seg}"),
     benchmark:
@@ -89,6 +83,30 @@ rule preview_render:
         render=get_render_params,
     script:
         "../../scripts/preview_render.py"
+
+
+# The video's clips on one page of the report (each embedded; Snakemake's report plays no MP4 itself).
+rule preview_page:
+    input:
+        clips=get_preview_page_clips,
+    output:
+        page=report(
+            P.preview_page,
+            caption="../report/preview_clips.rst",
+            category="Preview",
+            subcategory="{video}",
+            labels={"video": "{video}", "preview": "clips"},
+        ),
+    log:
+        P.log("preview_page", "{video}/{dkey}/{nkey}/{rkey}"),
+    benchmark:
+        P.benchmark("preview_page", "{video}/{dkey}/{nkey}/{rkey}")
+    conda:
+        "../../envs/runtime.yaml"
+    params:
+        labels=get_preview_page_labels,
+    script:
+        "../../scripts/preview_page.py"
 
 
 # Red-cyan anaglyphs of one still of the video at each divergence x convergence of preview.grid.
