@@ -8,6 +8,7 @@ with a sky head marks sky pixels NaN (no finite depth); the store keeps them as 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -72,7 +73,12 @@ def estimate_depth(
     if stop_after is not None and not 0 < stop_after < total:
         raise ValueError(f"stop_after {stop_after} must lie inside the job's {total} frames")
     end = total if stop_after is None else stop_after
-    with store_lock(out), store:
+    with contextlib.ExitStack() as held:
+        held.enter_context(store_lock(out))
+        if stop_after is not None and Path(out).is_dir():  # the full job finished it while we waited for its lock
+            log.info("%s: frames %d.. are stored in full already: nothing to compute", Path(video).name, start)
+            return {"frames": 0, "providers": session.get_providers()}
+        held.enter_context(store)
         done = min(store.resumed, end)  # frames a killed (or stopped) attempt of this job already stored
         if store.resumed:
             log.info("%s: resuming depth at frame %d of %d", Path(video).name, start + store.resumed, start + total)

@@ -102,7 +102,8 @@ def preview_near_maps(video: str | Path, probe: dict, depth: str | Path, lead: s
 
 
 def preview_clip(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
-                 layout: str, encode: EncodeSettings, renderer: Renderer | None = None, **layout_options) -> dict:  # fmt: skip
+                 layout: str, encode: EncodeSettings, renderer: Renderer | None = None,
+                 **layout_options) -> dict:  # fmt: skip
     """The clip of ``near``'s frames rendered in ``layout`` at ``stereo``, as an MP4 a browser plays: H.264 in
     8-bit 4:2:0 at the configured quality and preset, whatever codec the full run encodes with."""
     browser = dataclasses.replace(encode, codec="libx264", pix_fmt="yuv420p", deep_codec="same",

@@ -173,7 +173,9 @@ def get_preview_full_depth(wildcards):
     segment = preview_clip(wildcards).segment
     if not segment:
         return ""
-    return fill(P.depth, video=wildcards.video, dkey=wildcards.dkey, seg=segment_name(*segment))
+    return fill(
+        P.depth, video=wildcards.video, dkey=wildcards.dkey, seg=segment_name(*segment)
+    )
 
 
 def get_preview_lead_frames(wildcards):
@@ -182,7 +184,13 @@ def get_preview_lead_frames(wildcards):
 
 def get_preview_grid_near(wildcards):
     clip, _ = grid_still(preview_clips(wildcards.video))
-    return fill(P.preview_near, video=wildcards.video, dkey=wildcards.dkey, nkey=wildcards.nkey, seg=clip.name)
+    return fill(
+        P.preview_near,
+        video=wildcards.video,
+        dkey=wildcards.dkey,
+        nkey=wildcards.nkey,
+        seg=clip.name,
+    )
 
 
 def get_preview_grid_frame(wildcards):
