@@ -13,7 +13,7 @@ import pytest
 from harness import exported_workdir, job_stats, planned_jobs, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip
-from stereo3d.io.mapstore import MapReader, MapWriter, partial_path
+from stereo3d.io.mapstore import MapReader, MapWriter, finished_by, partial_path
 from stereo3d.workflow.preview import Clip, grid_still, preview_clips
 
 DKEY = "da3_small_140x84_u8_letterbox"
@@ -67,6 +67,8 @@ def test_a_suspended_store_is_read_partial_and_continued_by_the_same_job(tmp_pat
     with MapReader(tmp_path / "d.zarr") as whole:
         assert whole.frames == 20
         np.testing.assert_array_equal(whole.series("changes"), np.arange(20.0))
+    # The preview reads a finished store only if the job it would continue wrote it (not an older source's).
+    assert finished_by(tmp_path / "d.zarr", {"job": 1}) and not finished_by(tmp_path / "d.zarr", {"job": 2})
 
 
 def test_a_store_is_not_left_for_a_later_writer_with_a_chunk_begun(tmp_path):

@@ -99,6 +99,18 @@ def store_lock(path: str | Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def finished_by(path: str | Path, identity: dict) -> bool:
+    """Whether ``path`` is a finished store written by the job ``identity`` (not by an earlier job under the same
+    name, e.g. of a source file since replaced, which the workflow is about to redo)."""
+    if not Path(path).is_dir():
+        return False
+    try:
+        with MapReader(path) as store:
+            return store.identity == json.loads(json.dumps(identity, sort_keys=True))
+    except BadMaps:
+        return False
+
+
 def write_maps(path: str | Path, frames, transfer: str, attrs: dict | None = None, chunk: int = CHUNK_FRAMES,
                bits: int | None = None) -> int:  # fmt: skip
     """Write an iterable of float [h, w] maps (or [n, h, w] blocks) to ``path``; returns the frame count."""

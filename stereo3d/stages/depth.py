@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from stereo3d.io.decode import FrameReader
-from stereo3d.io.mapstore import MapWriter, store_lock
+from stereo3d.io.mapstore import MapWriter, finished_by, store_lock
 from stereo3d.io.resume import job_identity
 from stereo3d.models.da3.runtime import DepthModel, placement_for
 from stereo3d.progress import Progress
@@ -68,14 +68,14 @@ def estimate_depth(
         "bars": round(placed.bars, 4),
         "sky": contract.has_sky,
     }
-    identity = job_identity([video, model], start=start, count=total, fit=placement, batch=batch)
+    identity = depth_identity(video, model, start, total, placement, batch)
     store = MapWriter(out, "inverse", attrs=attrs, series=("changes",), resume=identity, masked=contract.has_sky)
     if stop_after is not None and not 0 < stop_after < total:
         raise ValueError(f"stop_after {stop_after} must lie inside the job's {total} frames")
     end = total if stop_after is None else stop_after
     with contextlib.ExitStack() as held:
         held.enter_context(store_lock(out))
-        if stop_after is not None and Path(out).is_dir():  # the full job finished it while we waited for its lock
+        if stop_after is not None and finished_by(out, identity):  # the full job finished it while we waited
             log.info("%s: frames %d.. are stored in full already: nothing to compute", Path(video).name, start)
             return {"frames": 0, "providers": session.get_providers()}
         held.enter_context(store)
@@ -121,3 +121,9 @@ def estimate_depth(
     fps = progress.finish()
     return {"frames": progress.done, "fps": fps, "providers": session.get_providers(),
             "session_open_s": round(opened_s, 3), "first_batch_s": round(first_batch_s or 0.0, 3)}  # fmt: skip
+
+
+def depth_identity(video: str | Path, model: str | Path, start: int, count: int, placement: str, batch: int) -> dict:
+    """The identity of the depth job of frames [start, start + count) (``stereo3d.io.resume``): what its store
+    records, so that only the same job continues it, and the preview knows whether a finished store is current."""
+    return job_identity([video, model], start=start, count=count, fit=placement, batch=batch)

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from stereo3d.io.atomic import atomic_output
 from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_url, run_ffmpeg
-from stereo3d.io.mapstore import MapReader, MapWriter, partial_path, store_lock, write_maps
+from stereo3d.io.mapstore import MapReader, MapWriter, finished_by, partial_path, store_lock, write_maps
 from stereo3d.qc.figures import settings_grid, write_png
 from stereo3d.stabilisers import get_stabiliser
-from stereo3d.stages.depth import estimate_depth
+from stereo3d.stages.depth import depth_identity, estimate_depth
 from stereo3d.stages.near_maps import make_near_maps
 from stereo3d.stages.render import EncodeSettings, render_video
 from stereo3d.stereo.warp import Renderer, StereoSettings
@@ -53,10 +53,11 @@ def preview_depth(video: str | Path, probe: dict, model: str | Path, clip: Clip,
         source = "its own"
     else:
         first, frames = clip.segment
-        if not Path(full_depth).is_dir():  # a store under its final name is finished
+        identity = depth_identity(video, model, first, frames, depth_options["placement"], depth_options["batch"])
+        if not finished_by(full_depth, identity):
             estimate_depth(video, probe, model, full_depth, start=first, count=frames, stop_after=clip.shared_frames,
                            **depth_options)  # fmt: skip
-        source = _copy_first_frames(full_depth, clip, out)
+        source = _copy_first_frames(full_depth, clip, out, identity)
     log.info("%s: preview depth of frames %d..%d: %s", name, clip.start, clip.start + clip.count - 1, source)
     before = min(lead, clip.start)
     if before:
@@ -66,11 +67,11 @@ def preview_depth(video: str | Path, probe: dict, model: str | Path, clip: Clip,
     return {"frames": clip.count, "lead": before, "depth": source}
 
 
-def _copy_first_frames(full_depth: str | Path, clip: Clip, out: str | Path) -> str:
+def _copy_first_frames(full_depth: str | Path, clip: Clip, out: str | Path, identity: dict) -> str:
     """The clip's frames (the first of the full run's segment store, finished or partial) into the store ``out``;
     says which it read. Under the store's lock: the full run's job may be continuing it right now."""
     with store_lock(full_depth):
-        finished = Path(full_depth).is_dir()
+        finished = finished_by(full_depth, identity)
         if not finished and not partial_path(full_depth).is_dir():
             raise FileNotFoundError(f"{full_depth}: neither finished nor partial after the preview's depth")
         with MapReader(full_depth, partial=not finished) as segment:
