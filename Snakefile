@@ -2,6 +2,7 @@
 #   snakemake --cores all                              convert every video of the library
 #   snakemake --cores all exports                      only build the ONNX exports
 #   snakemake --cores all --configfile demo/config.yaml demo   the self-contained demo
+#   snakemake --cores all preview                      a few short clips and a settings grid per video
 #   snakemake --cores 1 prune                          drop intermediates of settings no longer configured
 import os
 
@@ -19,6 +20,7 @@ include: "workflow/rules/export.smk"
 include: "workflow/rules/video.smk"
 include: "workflow/rules/demo.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/preview.smk"
 include: "workflow/rules/prune.smk"
 
 
@@ -35,6 +37,13 @@ rule all:
 rule exports:
     input:
         get_exports,
+
+
+# A few short clips of every video at the current settings and a settings grid on a still, for the
+# report (`snakemake --report report.html preview`): no whole video is converted.
+rule preview:
+    input:
+        get_preview_outputs,
 
 
 # Videos that could not be converted are rows of the report; say so at the end of the run too.

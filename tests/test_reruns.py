@@ -99,6 +99,11 @@ EMA_LIBRARY = {
     "report.comfort_limit_pct": (5.0, QC),
     "report.contact_sheet_rows": (2, QC),
     "report.preview_width_px": (160, QC),
+    # The preview is not part of the default run (tests/test_preview.py: what its own settings rerun).
+    "preview.clips": (2, NOTHING),
+    "preview.seconds": (1.0, NOTHING),
+    "preview.grid.divergence_pct": ([], NOTHING),
+    "preview.grid.convergence": ([1.0], NOTHING),
 }
 # The same library stabilised by NVDS (tiny architecture): its own settings rerun it, the EMA's do not.
 NVDS_NEAR = RENDER | {"near_maps", "qc_exports"}
@@ -129,8 +134,11 @@ def overrides(dotted: str | None = None, value=None, **base) -> dict:
     result = {section: dict(values) for section, values in {**BASE, **base}.items()}
     if dotted is not None:
         if "." in dotted:
-            section, name = dotted.split(".")
-            result.setdefault(section, {})[name] = value
+            section, *inner, name = dotted.split(".")
+            node = result.setdefault(section, {})
+            for part in inner:  # a key of a nested section (preview.grid.convergence)
+                node = node.setdefault(part, {})
+            node[name] = value
         else:
             result[dotted] = value
     return result

@@ -25,6 +25,11 @@ was written for the same job (the identity: inputs and settings), and continues 
 the finished folder is renamed onto the final name, so nothing half-written ever looks finished. The progress is
 kept outside the name a workflow declares, so Snakemake's removal of an incomplete job's output keeps it.
 
+A writer may also stop on purpose after some whole chunks (``suspend``) and leave its partial store for the full job
+to continue: the preview computes the first frames of a depth segment that way, and reads them back from the
+partial store (``MapReader(path, partial=True)``). Writers and readers of one store's partial take its lock
+(``store_lock``) so that two jobs never write the same partial store at once.
+
 Quantisation (bench P7, a moving-camera sequence at 518x291; raw float16 is 301 KB per frame): depth at 10 bits
 inverse takes ~19.5 KB per frame (log at 10 bits: 25 KB; 16 bits: ~50 KB), and the views rendered from it differ
 from those of unquantised depth by 0.08 grey levels mean. Plain temporal prediction (the difference to the
@@ -36,6 +41,7 @@ has it, is within 10 % of this coding at 12 bits (specs/depth_storage.md); the l
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import queue
@@ -77,6 +83,32 @@ def partial_path(path: str | Path) -> Path:
     """Where the store ``path`` is written until complete (and kept, for resuming, if the writer is killed)."""
     path = Path(path)
     return path.with_name(f".{path.name}.partial")
+
+
+@contextlib.contextmanager
+def store_lock(path: str | Path) -> Iterator[None]:
+    """Hold the lock of the store ``path`` and its partial store (``.<name>.lock`` beside it; waits for another
+    holder). The lock file stays: removing it would let a waiting process lock a file nobody else sees."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def finished_by(path: str | Path, identity: dict) -> bool:
+    """Whether ``path`` is a finished store written by the job ``identity`` (not by an earlier job under the same
+    name, e.g. of a source file since replaced, which the workflow is about to redo)."""
+    if not Path(path).is_dir():
+        return False
+    try:
+        with MapReader(path) as store:
+            return store.identity == json.loads(json.dumps(identity, sort_keys=True))
+    except BadMaps:
+        return False
 
 
 def write_maps(path: str | Path, frames, transfer: str, attrs: dict | None = None, chunk: int = CHUNK_FRAMES,
@@ -126,6 +158,7 @@ class MapWriter:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._written = 0  # frames the writer thread has stored
+        self._suspended = False
 
     def __enter__(self) -> MapWriter:
         import zarr
@@ -200,15 +233,27 @@ class MapWriter:
         end a batch there, so that batches are the same whether or not the store was resumed)."""
         return self.chunk - self.count % self.chunk
 
+    def suspend(self) -> None:
+        """Leave the store partial when the ``with`` block ends, holding the frames appended so far (a whole number
+        of chunks: checked then), for a later writer of the same job to continue (``resume`` with the same identity).
+        """
+        if self.identity is None:
+            raise ValueError("only a resumable store (resume=identity) can be left for a later writer")
+        self._suspended = True
+
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is None:
+                if self._suspended and self.count % self.chunk:
+                    raise ValueError(f"{self.count} frames are not whole chunks of {self.chunk}: a writer that "
+                                     "continues the store would take the last one for complete")  # fmt: skip
                 self._submit()
             self._stop()
             if exc_type is None:
                 if self._error is not None:
                     raise self._error
-                self._finish()
+                if not self._suspended:
+                    self._finish()
         except BaseException as failure:
             self._abandon(failure)
             raise
@@ -304,12 +349,16 @@ class MapWriter:
 
 
 class MapReader:
-    """Read a store back, whole-chunk streaming; ``read(start, count)`` for a frame range."""
+    """Read a store back, whole-chunk streaming; ``read(start, count)`` for a frame range.
 
-    def __init__(self, path: str | Path):
+    ``partial``: read the complete chunks of the store's partial folder instead (``.<name>.partial``, a suspended
+    or killed writer's); ``attrs`` are then empty (a writer stores them when it finishes), ``identity`` is the job's.
+    """
+
+    def __init__(self, path: str | Path, partial: bool = False):
         import zarr
 
-        self.path = Path(path)
+        self.path = partial_path(path) if partial else Path(path)
         try:
             self._group = zarr.open_group(self.path, mode="r", zarr_format=3)
             self.meta = dict(self._group.attrs)
@@ -317,17 +366,23 @@ class MapReader:
             raise BadMaps(self.path, f"unreadable or incomplete map store ({exc})") from exc
         if self.meta.get("format") != FORMAT:
             raise BadMaps(self.path, f"unknown format {self.meta.get('format')!r}")
-        if not self.meta.get("complete"):
+        if not partial and not self.meta.get("complete"):
             raise BadMaps(self.path, "incomplete map store (its writer did not finish)")
-        self.frames: int = self.meta["frames"]
-        self.shape: tuple[int, int] = (self.meta["height"], self.meta["width"])
-        self.attrs: dict = self.meta.get("attrs", {})
+        self.identity: dict | None = self.meta.get("identity")
         self.chunk: int = self.meta["chunk"]
         try:
             self._codes, self._ranges = self._group["codes"], self._group["ranges"]
             self._mask = self._group["mask"] if self.meta.get("masked") else None
         except KeyError as exc:
             raise BadMaps(self.path, f"incomplete map store (no {exc})") from exc
+        if partial:  # the chunks counted as written; a chunk begun after them is not read
+            self.frames: int = int(self.meta.get("written", 0))
+            self.shape: tuple[int, int] = tuple(self._codes.shape[1:])
+            self.attrs: dict = {}
+        else:
+            self.frames = self.meta["frames"]
+            self.shape = (self.meta["height"], self.meta["width"])
+            self.attrs = self.meta.get("attrs", {})
         self.masked: bool = self._mask is not None
 
     def __enter__(self) -> MapReader:

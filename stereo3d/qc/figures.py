@@ -5,6 +5,7 @@ input gives the same bytes, which keeps re-runs of the report from looking like 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +27,7 @@ _DPI = 100
 INK, RAW_COLOUR, STABLE_COLOUR = "#282828", "#e6783c", "#1e6eb4"
 LIMIT_COLOUR, TAIL_COLOUR, BAND_COLOUR, ZERO_COLOUR = "#c82828", "#e67878", "#bed7eb", "#aaaaaa"
 EDGE_COLOUR, WINDOW_COLOUR = "#7a3c9c", "#2a9d4a"
-SHEET_INK, PAPER = (40, 40, 40), (255, 255, 255)
+SHEET_INK, PAPER, CURRENT_COLOUR = (40, 40, 40), (255, 255, 255), (40, 40, 220)
 # The library's defaults, so a local matplotlibrc does not change the plots. Long paths (a feature
 # film has 10^5 frames) are drawn in chunks: faster, and Agg refuses a single path beyond its cell limit.
 _STYLE = {"agg.path.chunksize": 10_000, "font.size": 9, "axes.titlesize": 10, "legend.fontsize": 9}
@@ -72,6 +73,46 @@ def contact_sheet(
         row = np.concatenate([_pad(t) for t in tiles], axis=1)
         caption = _label_row([f"frame {index}  t = {times[index]:.2f} s"], row.shape[1], align_left=True)
         lines += [caption, row]
+    return np.concatenate(lines, axis=0)
+
+
+def settings_grid(
+    source: str | Path,
+    probe: dict,
+    frame: int,
+    near: np.ndarray,
+    settings: StereoSettings,
+    divergences: Sequence[float],
+    convergences: Sequence[float],
+    tile_width: int = 320,
+) -> np.ndarray:
+    """BGR image: the still ``frame`` (with its near map ``near``) as red-cyan anaglyphs, one row per divergence
+    and one column per convergence; the rest of ``settings`` as configured. The tile of the configured pair, if
+    the grid holds it, is framed in red."""
+    from stereo3d.io.decode import FrameReader
+
+    video = probe["video"]
+    width, height = video["display_width"], video["display_height"]
+    tile_w = min(tile_width, width) // 2 * 2
+    tile_h = max(2, round(tile_w * height / width) // 2 * 2)
+    with FrameReader(source, probe, start=frame, count=1, size=(tile_w, tile_h)) as reader:
+        picture = next(iter(reader))  # RGB
+    times = frame_times(probe)
+    lines = [
+        _label_row([f"frame {frame}  t = {times[frame]:.2f} s"], (tile_w + 4) * len(convergences), align_left=True),
+        _label_row([f"convergence {c:g}" for c in convergences], tile_w),
+    ]  # fmt: skip
+    with Renderer() as renderer:
+        for divergence in divergences:
+            tiles = []
+            for convergence in convergences:
+                chosen = dataclasses.replace(settings, divergence_pct=float(divergence), convergence=float(convergence))
+                left, right = renderer.render_stereo(picture, near, chosen)
+                current = (divergence, convergence) == (settings.divergence_pct, settings.convergence)
+                tile = cv2.cvtColor(anaglyph_dubois(left, right), cv2.COLOR_RGB2BGR)
+                tiles.append(_pad(tile, colour=CURRENT_COLOUR if current else PAPER))
+            row = np.concatenate(tiles, axis=1)
+            lines += [_label_row([f"divergence {divergence:g} %"], row.shape[1], align_left=True), row]
     return np.concatenate(lines, axis=0)
 
 
@@ -194,8 +235,8 @@ def _text(img: np.ndarray, text: str, origin: tuple[int, int], scale: float = 0.
     cv2.putText(img, text, (int(u), int(v)), cv2.FONT_HERSHEY_SIMPLEX, scale, SHEET_INK, 1, cv2.LINE_AA)
 
 
-def _pad(tile: np.ndarray, border: int = 2) -> np.ndarray:
-    return cv2.copyMakeBorder(tile, border, border, border, border, cv2.BORDER_CONSTANT, value=PAPER)
+def _pad(tile: np.ndarray, border: int = 2, colour: tuple[int, int, int] = PAPER) -> np.ndarray:
+    return cv2.copyMakeBorder(tile, border, border, border, border, cv2.BORDER_CONSTANT, value=colour)
 
 
 def _label_row(labels: Sequence[str], width: int, align_left: bool = False) -> np.ndarray:

@@ -30,8 +30,9 @@ def range_table(depth_segments: list[str | Path], out: str | Path, settings: dic
 
 
 def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> dict:
-    """The per-frame normalisation ranges of a whole video (``.npz``: ``lo``, ``hi``), from its depth
-    segments in order. Reads depth maps and the picture changes the depth stage recorded.
+    """The per-frame normalisation ranges of a whole video (``.npz``: ``lo``, ``hi``, and ``first``: the video
+    frame of their first row), from its depth segments in order. Reads depth maps and the picture changes the depth
+    stage recorded. The segments may also be a clip's alone (the preview): the plan then starts at its frame.
 
     Reading every depth map of a film takes minutes, so the frames' own ranges are kept in a resumable table as
     they are found (``stereo3d.io.frametable``): a killed plan continues after its last stored chunk."""
@@ -41,7 +42,9 @@ def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> d
     if table.resumed:
         total = sum(_frames(path) for path in depth_segments)
         log.info("%s: resuming the plan at frame %d of %d", out.name, table.resumed, total)
-    first = 0  # the segment's first frame in the video
+    with MapReader(depth_segments[0]) as depths:
+        plan_first = int(depths.attrs.get("start", 0))
+    first = 0  # the segment's first frame, counted from the plan's first
     for path in depth_segments:
         with MapReader(path) as depths:
             if first + depths.frames > table.count:
@@ -59,7 +62,7 @@ def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> d
         settings["stabilise.cut_threshold"],
     )
     with atomic_output(out) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, lo=smoothed[:, 0], hi=smoothed[:, 1])
+        np.savez(fh, lo=smoothed[:, 0], hi=smoothed[:, 1], first=np.int64(plan_first))
     table.discard()
     return {"frames": len(smoothed)}
 
@@ -73,7 +76,8 @@ def run(job: NearJob) -> None:
     if job.plan is None:
         raise ValueError("the ema method needs the video's plan")
     with np.load(job.plan) as ranges:
-        lo, hi = ranges["lo"][job.start :], ranges["hi"][job.start :]
+        offset = job.start - int(ranges["first"]) if "first" in ranges else job.start  # plans before `first`: 0
+        lo, hi = ranges["lo"][offset:], ranges["hi"][offset:]
     for index, raw in enumerate(job.depths):
         job.write(normalise(reciprocal(raw), lo[index], hi[index]))
 

@@ -8,6 +8,7 @@ with a sky head marks sky pixels NaN (no finite depth); the store keeps them as 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from stereo3d.io.decode import FrameReader
-from stereo3d.io.mapstore import MapWriter
+from stereo3d.io.mapstore import MapWriter, finished_by, store_lock
 from stereo3d.io.resume import job_identity
 from stereo3d.models.da3.runtime import DepthModel, placement_for
 from stereo3d.progress import Progress
@@ -35,12 +36,17 @@ def estimate_depth(
     options: SessionOptions = SessionOptions(),
     start: int = 0,
     count: int | None = None,
+    stop_after: int | None = None,
 ) -> dict:
     """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``.
 
     The store also carries each frame's picture change against the frame before it (its ``changes`` series;
     the frame before ``start`` is decoded for that alone), from which shot cuts are found later. A job killed
     midway resumes after the last chunk it stored.
+
+    ``stop_after`` (a multiple of the store's chunk, less than ``count``): compute only the first frames of the
+    job and leave them in its partial store, which the same job, run in full later, continues (the preview's
+    depth). The store's lock is held throughout, so such a run and the full job never write it at once.
     """
     started = time.perf_counter()
     session = open_session(model, options)
@@ -62,17 +68,29 @@ def estimate_depth(
         "bars": round(placed.bars, 4),
         "sky": contract.has_sky,
     }
-    identity = job_identity([video, model], start=start, count=total, fit=placement, batch=batch)
+    identity = depth_identity(video, model, start, total, placement, batch)
     store = MapWriter(out, "inverse", attrs=attrs, series=("changes",), resume=identity, masked=contract.has_sky)
-    with store:
-        done = store.resumed  # frames a killed attempt of this job already stored
-        if done:
-            log.info("%s: resuming depth at frame %d of %d", Path(video).name, start + done, start + total)
-        progress = Progress(log, f"depth {Path(video).name}", total - done)
+    if stop_after is not None and not 0 < stop_after < total:
+        raise ValueError(f"stop_after {stop_after} must lie inside the job's {total} frames")
+    end = total if stop_after is None else stop_after
+    with contextlib.ExitStack() as held:
+        held.enter_context(store_lock(out))
+        if stop_after is not None and finished_by(out, identity):  # the full job finished it while we waited
+            log.info("%s: frames %d.. are stored in full already: nothing to compute", Path(video).name, start)
+            return {"frames": 0, "providers": session.get_providers()}
+        held.enter_context(store)
+        done = min(store.resumed, end)  # frames a killed (or stopped) attempt of this job already stored
+        if store.resumed:
+            log.info("%s: resuming depth at frame %d of %d", Path(video).name, start + store.resumed, start + total)
+        if stop_after is not None:
+            log.info("%s: frames %d..%d of the job only, left for the full job to continue", Path(video).name,
+                     start, start + end - 1)  # fmt: skip
+            store.suspend()
+        progress = Progress(log, f"depth {Path(video).name}", end - done)
         first = start + done
         lead = 1 if first > 0 else 0  # the frame before, for the first picture change
         size = (placed.width, placed.height)
-        with FrameReader(video, probe, start=first - lead, count=total - done + lead, size=size) as frames:
+        with FrameReader(video, probe, start=first - lead, count=end - done + lead, size=size) as frames:
             previous = None
             pending: list[np.ndarray] = []
             changes: list[float] = []
@@ -103,3 +121,9 @@ def estimate_depth(
     fps = progress.finish()
     return {"frames": progress.done, "fps": fps, "providers": session.get_providers(),
             "session_open_s": round(opened_s, 3), "first_batch_s": round(first_batch_s or 0.0, 3)}  # fmt: skip
+
+
+def depth_identity(video: str | Path, model: str | Path, start: int, count: int, placement: str, batch: int) -> dict:
+    """The identity of the depth job of frames [start, start + count) (``stereo3d.io.resume``): what its store
+    records, so that only the same job continues it, and the preview knows whether a finished store is current."""
+    return job_identity([video, model], start=start, count=count, fit=placement, batch=batch)

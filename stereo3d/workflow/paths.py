@@ -23,6 +23,14 @@ class Paths:
         self.near_maps = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.zarr"
         self.render = f"{work}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mkv"
         self.result = f"{self.results}/{{video}}/{{video}}{{tag}}.{{ext}}"
+        # The preview (target `preview`): per clip ({seg}: the clip's frame range), and the settings grid.
+        preview = f"{work}/{{video}}/preview"
+        self.preview_depth = f"{preview}/depth/{{dkey}}/{{seg}}.zarr"
+        self.preview_lead = f"{preview}/depth/{{dkey}}/{{seg}}.lead.zarr"  # the frames before, for NVDS
+        self.preview_near = f"{preview}/near/{{dkey}}/{{nkey}}/{{seg}}.zarr"
+        self.preview_clip = f"{preview}/clips/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mp4"
+        self.preview_page = f"{preview}/clips/{{dkey}}/{{nkey}}/{{rkey}}/clips.html"  # the clips, for the report
+        self.preview_grid = f"{preview}/grid/{{dkey}}/{{nkey}}/grid.png"
         self.qc_video = f"{work}/{{video}}/qc/{{name}}"
         self.qc_library = f"{work}/qc/{{name}}"
         # Models and weights.

@@ -45,7 +45,8 @@ def current_paths(paths: Paths, video: str, keys: dict[str, str], segments: list
     for seg in segments:
         for template in templates:
             store = Path(fill(template, seg=seg, **k))
-            kept |= {store, store.with_name(f".{store.name}.partial")}
+            # its partial store (a killed job's, or the first frames the preview computed) and their lock
+            kept |= {store, store.with_name(f".{store.name}.partial"), store.with_name(f".{store.name}.lock")}
     if plan:
         kept.add(Path(fill(paths.near_plan, **k)))
     return kept

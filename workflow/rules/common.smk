@@ -15,6 +15,7 @@ from stereo3d.workflow import keys
 from stereo3d.workflow.config import load_schema, validate_config
 from stereo3d.workflow.library import ID_PATTERN, discover, video_id
 from stereo3d.workflow.paths import fill, frame_ranges, segment_name
+from stereo3d.workflow.preview import grid_still, preview_clips as place_clips
 from stereo3d.workflow.sheet import per_video_settings
 from stereo3d.workflow.targets import Targets
 
@@ -164,3 +165,25 @@ def current(wildcards, name, settings, key):
             "request final outputs, not old intermediates"
         )
     return settings
+
+
+def preview_clips(video):
+    """The video's preview clips (stereo3d.workflow.preview), placed on its segment grid where it allows."""
+    summary, chosen = probed(video)["video"], config["preview"]
+    return place_clips(
+        summary["frame_count"],
+        summary["fps"],
+        chosen["clips"],
+        chosen["seconds"],
+        config["segments"]["frames"],
+    )
+
+
+def preview_clip(wildcards):
+    """The preview clip a job's ``{seg}`` names."""
+    for clip in preview_clips(wildcards.video):
+        if clip.name == wildcards.seg:
+            return clip
+    raise WorkflowError(
+        f"{wildcards.video}: {wildcards.seg} is not a preview clip of the current preview settings"
+    )

@@ -171,3 +171,66 @@ def get_prune_videos(wildcards):
             plan=T.stabiliser(v).plan is not None,
         )
     return videos
+
+
+def get_preview_outputs(wildcards):
+    """Every video's preview clips (current keys) and, when preview.grid has values, its settings grid."""
+    outputs = []
+    grid = config["preview"]["grid"]
+    for v in converting():
+        k = dict(video=v, dkey=T.depth_key(v), nkey=T.near_key(v))
+        outputs.append(fill(P.preview_page, rkey=T.render_key(v), **k))
+        if grid["divergence_pct"] and grid["convergence"]:
+            outputs.append(fill(P.preview_grid, **k))
+    return outputs
+
+
+def get_preview_segment(wildcards):
+    """[start, count] of the full run's depth segment the clip starts (it computes its first frames), or []."""
+    segment = preview_clip(wildcards).segment
+    return list(segment) if segment else []
+
+
+def get_preview_full_depth(wildcards):
+    """The full run's store of that segment ("" when the clip starts none)."""
+    segment = preview_clip(wildcards).segment
+    if not segment:
+        return ""
+    return fill(
+        P.depth, video=wildcards.video, dkey=wildcards.dkey, seg=segment_name(*segment)
+    )
+
+
+def get_preview_lead_frames(wildcards):
+    return T.stabiliser(wildcards.video).history
+
+
+def get_preview_grid_near(wildcards):
+    clip, _ = grid_still(preview_clips(wildcards.video))
+    return fill(
+        P.preview_near,
+        video=wildcards.video,
+        dkey=wildcards.dkey,
+        nkey=wildcards.nkey,
+        seg=clip.name,
+    )
+
+
+def get_preview_grid_frame(wildcards):
+    return grid_still(preview_clips(wildcards.video))[1]
+
+
+def get_preview_page_clips(wildcards):
+    w = wildcards
+    k = dict(video=w.video, dkey=w.dkey, nkey=w.nkey, rkey=w.rkey)
+    return [fill(P.preview_clip, seg=c.name, **k) for c in preview_clips(w.video)]
+
+
+def get_preview_page_labels(wildcards):
+    """One line per clip: its frames and times."""
+    times = probed(wildcards.video)["video"]
+    fps = times["fps"]
+    return [
+        f"frames {c.start}-{c.start + c.count - 1} ({c.start / fps:.2f}-{(c.start + c.count) / fps:.2f} s)"
+        for c in preview_clips(wildcards.video)
+    ]

@@ -1,0 +1,17 @@
+"""The video's preview clips on one page of the report (rule preview_page)."""
+
+from stereo3d.stages.preview import preview_page
+from stereo3d.workflow.scripting import run_guarded, setup_logging
+
+
+def main():
+    preview_page(
+        clips=list(snakemake.input.clips),
+        labels=list(snakemake.params.labels),
+        title=f"{snakemake.wildcards.video}: preview clips",
+        out=snakemake.output.page,
+    )
+
+
+setup_logging(snakemake.log[0])
+run_guarded(main)

@@ -1,0 +1,154 @@
+"""The preview stages: a few short clips of a video at the current settings, and a grid of 3D strength x
+convergence on one still, for the report, without converting the whole video.
+
+Depth and the full run's cache. A clip placed at the start of a depth segment (``stereo3d.workflow.preview``) has
+its depth computed *as the first frames of that segment's full-run depth job*: the same job identity (source,
+model, segment range, fit, batch), written into that job's partial store (``.<segment>.zarr.partial``) and left
+there unfinished after the clip's whole chunks. The full run's depth job finds it, as it would find what a killed
+attempt of itself left, and continues after it: the preview's depth is computed once. If the full run's store is
+already finished, the preview reads its frames from it. The preview copies the clip's frames into a small store of
+its own either way, so the full run may later finish, move or prune its store without touching the preview's. A
+clip that starts no segment (one whole-video segment, or a clip between segment starts) gets depth of its own.
+
+Near maps are stabilised over the clip alone: the EMA's plan is made over the clip's frames (so its ranges start
+afresh at the clip's first frame, where the full run's carry the frames before: the first second or so may differ
+slightly), and NVDS is primed with the raw depth of the frames before the clip, as a segment of the full run is,
+so its near maps are the full run's.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import logging
+import tempfile
+from pathlib import Path
+
+from stereo3d.io.atomic import atomic_output
+from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_url, run_ffmpeg
+from stereo3d.io.mapstore import MapReader, MapWriter, finished_by, partial_path, store_lock, write_maps
+from stereo3d.qc.figures import settings_grid, write_png
+from stereo3d.stabilisers import get_stabiliser
+from stereo3d.stages.depth import depth_identity, estimate_depth
+from stereo3d.stages.near_maps import make_near_maps
+from stereo3d.stages.render import EncodeSettings, render_video
+from stereo3d.stereo.warp import Renderer, StereoSettings
+from stereo3d.workflow.preview import Clip
+
+log = logging.getLogger(__name__)
+
+
+def preview_depth(video: str | Path, probe: dict, model: str | Path, clip: Clip, out: str | Path, lead_out: str | Path,
+                  lead: int, full_depth: str | Path | None, **depth_options) -> dict:  # fmt: skip
+    """Raw DA3 depth of the clip's frames in the map store ``out``, and of the ``lead`` frames before it (the
+    window of a stabiliser that reaches back; fewer at the video's start) in ``lead_out``.
+
+    ``full_depth``: the full run's store of ``clip.segment`` (whose first frames the clip is): read when finished,
+    else its first frames are computed into its partial store for the full run to continue. ``depth_options``:
+    ``placement``, ``batch``, ``options`` of :func:`estimate_depth`."""
+    name = Path(video).name
+    if clip.segment is None or full_depth is None:
+        estimate_depth(video, probe, model, out, start=clip.start, count=clip.count, **depth_options)
+        source = "its own"
+    else:
+        first, frames = clip.segment
+        identity = depth_identity(video, model, first, frames, depth_options["placement"], depth_options["batch"])
+        if not finished_by(full_depth, identity):
+            estimate_depth(video, probe, model, full_depth, start=first, count=frames, stop_after=clip.shared_frames,
+                           **depth_options)  # fmt: skip
+        source = _copy_first_frames(full_depth, clip, out, identity)
+    log.info("%s: preview depth of frames %d..%d: %s", name, clip.start, clip.start + clip.count - 1, source)
+    before = min(lead, clip.start)
+    if before:
+        estimate_depth(video, probe, model, lead_out, start=clip.start - before, count=before, **depth_options)
+    else:
+        write_maps(lead_out, [], "inverse", attrs={"start": clip.start})
+    return {"frames": clip.count, "lead": before, "depth": source}
+
+
+def _copy_first_frames(full_depth: str | Path, clip: Clip, out: str | Path, identity: dict) -> str:
+    """The clip's frames (the first of the full run's segment store, finished or partial) into the store ``out``;
+    says which it read. Under the store's lock: the full run's job may be continuing it right now."""
+    with store_lock(full_depth):
+        finished = finished_by(full_depth, identity)
+        if not finished and not partial_path(full_depth).is_dir():
+            raise FileNotFoundError(f"{full_depth}: neither finished nor partial after the preview's depth")
+        with MapReader(full_depth, partial=not finished) as segment:
+            maps = segment.read(0, clip.count)
+            changes = segment.series("changes")[: clip.count]
+            attrs = {**segment.attrs, "start": clip.start, "source_depth": Path(full_depth).name,
+                     "source_complete": finished}  # fmt: skip
+            with MapWriter(out, "inverse", attrs=attrs, series=("changes",), masked=segment.masked) as store:
+                store.append(maps, changes=changes)
+    return f"the first frames of the full run's {'finished' if finished else 'partial'} {Path(full_depth).name}"
+
+
+def preview_near_maps(video: str | Path, probe: dict, depth: str | Path, lead: str | Path, out: str | Path,
+                      settings: dict, models_dir: str | Path | None = None, **near_options) -> dict:  # fmt: skip
+    """Near maps of a clip, stabilised over the clip: a method with a plan plans over the clip's depth alone; a
+    method that reaches back reads the raw depth before the clip from ``lead``."""
+    stabiliser = get_stabiliser(settings["stabilise.method"])
+    with MapReader(lead) as before:
+        previous = str(lead) if before.frames else None
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.plan-") as work:
+        plan = None
+        if stabiliser.plan is not None:
+            plan = Path(work) / "plan.npz"
+            stabiliser.plan([Path(depth)], plan, settings)
+        return make_near_maps(video, probe, depth, out, settings, plan=plan, previous_depth=previous,
+                              models_dir=models_dir, **near_options)  # fmt: skip
+
+
+def preview_clip(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
+                 layout: str, encode: EncodeSettings, renderer: Renderer | None = None,
+                 **layout_options) -> dict:  # fmt: skip
+    """The clip of ``near``'s frames rendered in ``layout`` at ``stereo``, as an MP4 a browser plays: H.264 in
+    8-bit 4:2:0 at the configured quality and preset, whatever codec the full run encodes with."""
+    browser = dataclasses.replace(encode, codec="libx264", pix_fmt="yuv420p", deep_codec="same",
+                                  stereo_signal="none")  # fmt: skip
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.render-") as work:
+        rendered = Path(work) / "clip.mkv"
+        summary = render_video(video, probe, near, rendered, stereo, layout, browser, renderer=renderer,
+                               **layout_options)  # fmt: skip
+        with atomic_output(out) as tmp:
+            # faststart: the index first, so the report's player starts before the whole file has loaded
+            run_ffmpeg(["-i", ffmpeg_url(rendered), "-map", "0:v", "-c", "copy", "-movflags", "+faststart",
+                        *BITEXACT, "-f", "mp4", "-y", ffmpeg_url(tmp)], video, "preview clip remux")  # fmt: skip
+    return summary
+
+
+def preview_grid(video: str | Path, probe: dict, near: str | Path, frame: int, out: str | Path,
+                 stereo: StereoSettings, divergences: list[float], convergences: list[float],
+                 tile_width: int) -> None:  # fmt: skip
+    """A PNG of red-cyan anaglyphs of the still ``frame`` (one of ``near``'s frames), one tile per
+    (``render.divergence_pct``, ``render.convergence``) pair; the rest of ``stereo`` as configured."""
+    with MapReader(near) as maps:
+        start = int(maps.attrs.get("start", 0))
+        still_near = maps.read(frame - start, 1)[0]
+    image = settings_grid(video, probe, frame, still_near, stereo, divergences, convergences, tile_width)
+    write_png(out, image)
+
+
+def preview_page(clips: list[str | Path], labels: list[str], title: str, out: str | Path) -> None:
+    """One HTML page playing the video's clips (each embedded, so the page stands alone in the report): Snakemake's
+    report shows an HTML result in a frame, while it offers an MP4 result only as a download."""
+    players = []
+    for path, label in zip(clips, labels, strict=True):
+        data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        players.append(
+            f'<figure><video controls loop muted autoplay playsinline src="data:video/mp4;base64,{data}"></video>'
+            f"<figcaption>{html.escape(label)}</figcaption></figure>"
+        )
+    page = (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title><style>'
+        "body{{font-family:sans-serif;margin:12px;color:#282828}}figure{{margin:0 0 16px}}"
+        "video{{max-width:100%;display:block;background:#000}}figcaption{{font-size:13px;padding:4px 0}}"
+        "</style></head><body><h3>{title}</h3>{players}</body></html>"
+    ).format(title=html.escape(title), players="".join(players))
+    with atomic_output(out) as tmp:
+        Path(tmp).write_text(page, encoding="utf-8")
