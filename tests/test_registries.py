@@ -172,7 +172,9 @@ def test_the_encode_defaults_are_the_schemas_and_config_yamls():
 def test_each_stage_names_every_key_that_changes_its_results_by_its_dotted_name():
     render, encode = SCHEMA["properties"]["render"]["properties"], SCHEMA["properties"]["encode"]["properties"]
     options = {f"render.{key}" for key in LAYOUT_OPTION_KEYS}
-    assert {*RENDER_KEYS, *BARS_KEYS, *options, *MUX_ONLY} == {f"render.{k}" for k in render} | {f"encode.{k}" for k in encode}
+    assert {*RENDER_KEYS, *BARS_KEYS, *options, *MUX_ONLY} == {f"render.{k}" for k in render} | {
+        f"encode.{k}" for k in encode
+    }
     config, _ = validate_config({"render": {"layout": "vr180", "vr180_fov_deg": 100}}, SCHEMA)
     sections = {s: config[s] for s in ("da3", "stabilise", "near", "render", "encode")}
     settings = render_settings(sections)

@@ -51,8 +51,9 @@ class FrameReader:
     shrinking, bicubic when enlarging); otherwise frames have the probe's display size (rotation applied,
     non-square pixels scaled to square ones the same way). ``crop``: an area of the frame in display pixels
     (``stereo3d.stereo.bars.Area``: the picture inside baked-in bars), cut out of the decoded picture before it
-    is scaled; frames then have that area's size unless ``size`` is given. Use as a context manager; leaving early stops the
-    threads. Raises ``BadVideo`` when the file cannot be read or no picture comes out for the frames asked.
+    is scaled; frames then have that area's size unless ``size`` is given. Use as a context manager; leaving
+    early stops the threads. Raises ``BadVideo`` when the file cannot be read or no picture comes out for the
+    frames asked.
     """
 
     def __init__(

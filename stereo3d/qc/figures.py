@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from stereo3d.io.atomic import atomic_output
 from stereo3d.qc.stats import PERCENTILES, MapSequence, check_counts, frame_times
+from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import anaglyph_dubois
 from stereo3d.stereo.near import near_from_depth
 from stereo3d.stereo.warp import Renderer, StereoSettings
@@ -41,12 +42,16 @@ def contact_sheet(
     rows: int = 4,
     tile_width: int = 320,
 ) -> np.ndarray:
-    """BGR image: one row per timestamp (evenly spread), columns source | raw depth | near map | anaglyph."""
+    """BGR image: one row per timestamp (evenly spread), columns source | raw depth | near map | anaglyph. Of a
+    video with baked-in bars, the picture the depth covers (its stores' ``picture`` attribute)."""
     from stereo3d.io.decode import FrameReader
+    from stereo3d.io.mapstore import MapReader
 
     video = probe["video"]
     total = video["frame_count"]
-    width, height = video["display_width"], video["display_height"]
+    with MapReader(depth[0]) as first:
+        picture = Area.of(first.attrs.get("picture"))
+    width, height = (video["display_width"], video["display_height"]) if picture is None else picture.size
     tile_w = min(tile_width, width) // 2 * 2
     tile_h = max(2, round(tile_w * height / width) // 2 * 2)
     times = frame_times(probe)
@@ -57,7 +62,7 @@ def contact_sheet(
     lines = [_label_row(header, tile_w)]
     renderer = Renderer()
     for index in picks:
-        with FrameReader(source, probe, start=index, count=1, size=(tile_w, tile_h)) as reader:
+        with FrameReader(source, probe, start=index, count=1, size=(tile_w, tile_h), crop=picture) as reader:
             frame = next(iter(reader))  # RGB
         raw = near_from_depth(depth_maps.frame(index), *near_pct)
         stable = near_maps.frame(index)

@@ -5,6 +5,11 @@ frame-packing SEI; see ``stereo3d.stereo.layouts``), the source's timestamps (va
 source's bit depth and colour tags (10-bit and HDR stay so). Rotation needs nothing: frames are decoded in display
 orientation and written without a display matrix, so nothing rotates them again. Nor do non-square pixels: frames
 are decoded at the display size in square pixels, and such a source's output is tagged SAR 1:1 to say so.
+
+A video with baked-in bars (its depth covers only the picture area, ``stereo3d.stereo.bars``) has the picture
+rendered on its own, as views of the picture: its edges stay straight, and nothing of a bar moves. With ``bars:
+keep`` the views are put into eyes that hold the source's bars as they are (no parallax: on the screen plane),
+and the settings' percentages stay of the whole frame's width; with ``crop`` each eye is the picture alone.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from stereo3d.io.mapstore import MapReader
 from stereo3d.io.probe import bit_depth, square_pixels
 from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
+from stereo3d.stereo.bars import Area, paste_bars
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import Renderer, StereoSettings
 
@@ -39,6 +45,9 @@ MAX_SIDE = 16384
 # Frames per encoded piece unless the config says otherwise: the schema's default and config.yaml's value are
 # this one (tests/test_registries.py).
 PIECE_FRAMES = 64
+# What becomes of baked-in bars (render.bars): kept in both eyes as in the source | cut away | none taken as bars
+# (the whole frame is picture: the depth key then names no picture area, so the render never gets one).
+BARS = ("keep", "crop", "off")
 
 
 @dataclass(frozen=True)
@@ -90,10 +99,13 @@ class RenderPlan:
 
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
                  layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings(), *,
-                 fov_deg: float = 90.0, eye_px: int = 0, renderer: Renderer | None = None) -> dict:  # fmt: skip
+                 fov_deg: float = 90.0, eye_px: int = 0, renderer: Renderer | None = None,
+                 picture: Area | None = None, bars: str = "keep") -> dict:  # fmt: skip
     """Render every frame of ``near``'s range (its ``start`` attribute onward) to ``layout`` and encode it, video
     only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. ``renderer``: where the views
-    render (None: the CPU, every thread this process may use). Returns a summary for the log.
+    render (None: the CPU, every thread this process may use). ``picture``: the area of the frame the near maps
+    cover (None: the whole frame), and ``bars`` what becomes of the rest (``BARS``). Returns a summary for the
+    log.
 
     Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done and
     they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
@@ -101,10 +113,21 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     options = {"fov_deg": fov_deg, "eye_px": eye_px}
     # A renderer of its own is closed at the end (its thread pool, OpenCV's thread count); the caller's is not.
     own = Renderer() if renderer is None else nullcontext(renderer)
+    if bars not in BARS:
+        raise ValueError(f"unknown bars {bars!r} (valid: {', '.join(BARS)})")
+    info = probe["video"]
+    if picture is not None and picture.is_full(info["display_width"], info["display_height"]):
+        picture = None
     with own as renderer, MapReader(near) as nears:
-        plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options)
+        view = None if picture is None or bars != "crop" else picture.size
+        plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options,
+                           view)  # fmt: skip
+        if picture is not None:
+            log.info("%s: the picture %s is rendered on its own; its bars are %s", name, picture,
+                     "cut away" if bars == "crop" else "kept in both eyes as in the source")  # fmt: skip
+        crop = {} if picture is None else {"picture": picture.as_list(), "bars": bars}  # old identity without bars
         identity = job_identity([video, near], layout=layout, options=options, encode=asdict(encode),
-                                stereo=asdict(stereo))  # fmt: skip
+                                stereo=asdict(stereo), **crop)  # fmt: skip
         pieces = Pieces(Path(out), identity, plan.start, plan.count, plan.pieces)
         done = pieces.done()
         if done:
@@ -112,7 +135,12 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         progress = Progress(log, f"render {name}", plan.count - done)
         try:
             with FrameReader(video, probe, start=plan.start + done, count=plan.count - done, deep=plan.deep) as frames:
-                render_pieces(plan, pieces, iter(frames), iter(nears.from_frame(done)), stereo, renderer, progress)
+                source, kept = iter(frames), picture
+                if picture is not None and bars == "crop":
+                    source, kept = (picture.cut(frame) for frame in frames), None  # the picture is the frame
+                elif picture is not None:
+                    stereo = stereo.inside(info["display_width"], picture.width)
+                render_pieces(plan, pieces, source, iter(nears.from_frame(done)), stereo, renderer, progress, kept)
         except StereoError:
             pieces.discard()  # a rerun would fail the same way: nothing to resume
             raise
@@ -123,15 +151,16 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
 
 
 def plan_render(video: str | Path, probe: dict, start: int, count: int, layout: str, encode: EncodeSettings,
-                options: dict) -> RenderPlan:  # fmt: skip
+                options: dict, view: tuple[int, int] | None = None) -> RenderPlan:  # fmt: skip
     """The render of frames ``start`` .. ``start + count`` of ``video`` in ``layout``: the frame size, the encoder
-    and its pixel format, the padding, the pieces and their frame times. Decides from the probe and the settings
+    and its pixel format, the padding, the pieces and their frame times. ``view``: the size of each eye's view
+    where it is not the frame's (the picture alone, its bars cropped away). Decides from the probe and the settings
     alone (a hardware encoder is tried by a one-frame test encode, once per process); an unknown layout, a frame
     too large to encode or a pixel format the encoder cannot take fail here, before any decoding."""
     info = probe["video"]
     get_layout(layout)
     codec, pix_fmt = choose_encoder(info, encode)
-    out_w, out_h = output_size(info["display_width"], info["display_height"], layout, **options)
+    out_w, out_h = output_size(*(view or (info["display_width"], info["display_height"])), layout, **options)
     if max(out_w, out_h) > MAX_SIDE:
         raise BadVideo(
             video,
@@ -177,32 +206,51 @@ def piece_times(pts_s: list[float], first: int, frames: int) -> tuple[float, ...
 
 
 def render_pieces(plan: RenderPlan, pieces: Pieces, frames, near_maps, stereo: StereoSettings, renderer: Renderer,
-                  progress: Progress) -> None:  # fmt: skip
+                  progress: Progress, picture: Area | None = None) -> None:  # fmt: skip
     """Render and encode each piece not yet done, from the ``frames`` and ``near_maps`` iterators (both at the first
-    such piece's first frame); each piece appears under its name only once complete."""
+    such piece's first frame); each piece appears under its name only once complete. ``picture``: the area of the
+    frames that is rendered, its bars kept (None: the whole frame)."""
     for piece in pieces.todo():
         with VideoEncoder(pieces.path(piece.first), plan.stream, pts_s=piece.pts_s) as encoder:
             for _ in range(piece.frames):
                 packed = stereo_frame(renderer, next(frames), next(near_maps), stereo, plan.layout, plan.options,
-                                      plan.padding)  # fmt: skip
+                                      plan.padding, picture)  # fmt: skip
                 encoder.write(packed, owned=True)
                 progress.advance(1)
 
 
 def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str,
-                 options: dict, padding: tuple[int, int] = (0, 0)) -> np.ndarray:  # fmt: skip
+                 options: dict, padding: tuple[int, int] = (0, 0),
+                 picture: Area | None = None) -> np.ndarray:  # fmt: skip
     """One output frame: the views of ``frame`` packed in ``layout``, then ``padding`` (columns, rows) repeating
     the last column and row. A layout that keeps both views whole has them rendered straight into the packed
-    frame (no copy of 2 x 6 MB per 1080p frame)."""
+    frame (no copy of 2 x 6 MB per 1080p frame).
+
+    ``picture``: the area of ``frame`` that ``near`` covers, inside bars that are kept (None: the whole frame is
+    picture). The picture is rendered on its own, into the picture area of each eye (the views of the picture),
+    and the frame's bars are pasted around them as they are."""
     chosen = get_layout(layout)
     pad_w, pad_h = padding
-    if chosen.eyes is None:
-        packed = chosen.pack(*renderer.render_stereo(frame, near, stereo), **options)
-        return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     height, width = frame.shape[:2]
+    if chosen.eyes is None:
+        if picture is None:
+            eyes = renderer.render_stereo(frame, near, stereo)
+        else:
+            eyes = (np.empty_like(frame), np.empty_like(frame))
+            renderer.render_stereo(picture.cut(frame), near, stereo, out=(picture.cut(eyes[0]), picture.cut(eyes[1])))
+            for eye in eyes:
+                paste_bars(eye, frame, picture)
+        packed = chosen.pack(*eyes, **options)
+        return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     out_w, out_h = chosen.size(width, height, **options)
     packed = np.empty((out_h + pad_h, out_w + pad_w, frame.shape[2]), frame.dtype)
-    renderer.render_stereo(frame, near, stereo, out=chosen.eyes(packed, width, height))
+    eyes = chosen.eyes(packed, width, height)
+    if picture is None:
+        renderer.render_stereo(frame, near, stereo, out=eyes)
+    else:
+        renderer.render_stereo(picture.cut(frame), near, stereo, out=(picture.cut(eyes[0]), picture.cut(eyes[1])))
+        for eye in eyes:
+            paste_bars(eye, frame, picture)
     packed[:, out_w:] = packed[:, out_w - 1 : out_w]
     packed[out_h:] = packed[out_h - 1 : out_h]
     return packed

@@ -177,3 +177,14 @@ def _span(mask: np.ndarray, size: int) -> tuple[int, int] | None:
     if size - end < least:
         end = size
     return first, end
+
+
+def paste_bars(eye: np.ndarray, frame: np.ndarray, picture: Area) -> None:
+    """Copy the frame's bars (all of it outside ``picture``) into an eye view of the frame's size, as they are:
+    the bars stay on the screen plane, the same in both eyes."""
+    top, bottom = picture.y, picture.y + picture.height
+    left, right = picture.x, picture.x + picture.width
+    eye[:top] = frame[:top]
+    eye[bottom:] = frame[bottom:]
+    eye[top:bottom, :left] = frame[top:bottom, :left]
+    eye[top:bottom, right:] = frame[top:bottom, right:]
