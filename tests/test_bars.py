@@ -103,3 +103,53 @@ def test_a_small_bright_patch_on_black_is_no_picture():
 def test_deep_frames_are_read_at_their_top_eight_bits():
     frames = [frame.astype(np.uint16) << 8 for frame in frames_in(PILLARBOX, 4)]
     assert picture_area(frames, W, H) == PILLARBOX
+
+
+# --- the render of a picture inside bars -----------------------------------------------------------------------
+
+
+def rendered(picture: Area | None, layout: str = "full_sbs") -> np.ndarray:
+    from stereo3d.stages.render import stereo_frame
+    from stereo3d.stereo.warp import Renderer, StereoSettings
+
+    frame = boxed(scene(1, 1.0, PILLARBOX.width, PILLARBOX.height), PILLARBOX)
+    rng = np.random.default_rng(5)  # a near map with strong, varied parallax at the picture's edges
+    near = cv2.resize(rng.uniform(0, 1, (9, 12)).astype(np.float32), (72, 54))
+    stereo = StereoSettings(divergence_pct=8.0, convergence=0.5)
+    with Renderer(threads=1) as renderer:
+        if picture is not None:
+            stereo = stereo.inside(W, picture.width)
+        return frame, stereo_frame(renderer, frame, near, stereo, layout, {}, picture=picture)
+
+
+def test_kept_bars_are_the_sources_in_both_eyes_and_the_picture_edges_are_straight():
+    frame, packed = rendered(PILLARBOX)
+    outside = np.ones((H, W), bool)
+    PILLARBOX.cut(outside)[:] = False
+    for eye in (packed[:, :W], packed[:, W:]):
+        assert np.array_equal(eye[outside], frame[outside])  # the bars exactly, no parallax
+        for column in (PILLARBOX.x, PILLARBOX.x + PILLARBOX.width - 1):  # the picture's first and last columns
+            assert (eye[:, column].max(axis=1) > 24).all()  # picture in every row, never bar
+    # The same frame taken as all picture (render.bars: off) moves the bars' edges, row by row.
+    _, whole = rendered(None)
+    edges = [np.flatnonzero(whole[row, :W].max(axis=1) > 24)[[0, -1]] for row in range(H)]
+    assert len({tuple(edge) for edge in edges}) > 1
+
+
+def test_a_layout_that_packs_copies_gets_the_same_eyes():
+    from stereo3d.stereo.layouts import half_sbs
+
+    _, full = rendered(PILLARBOX)
+    _, half = rendered(PILLARBOX, "half_sbs")
+    assert np.array_equal(half, half_sbs(full[:, :W], full[:, W:]))
+
+
+def test_kept_bars_leave_the_parallax_percent_of_the_frame_width():
+    from stereo3d.stereo.warp import Parallax, StereoSettings
+
+    stereo = StereoSettings(divergence_pct=3.0, ipd_offset_pct=1.0, border_taper_pct=5.0)
+    inside = Parallax.of(stereo.inside(W, PILLARBOX.width), PILLARBOX.width)
+    outside = Parallax.of(stereo, W)
+    assert inside.divergence_px == pytest.approx(outside.divergence_px)
+    assert inside.ipd_px == pytest.approx(outside.ipd_px)
+    assert np.flatnonzero(inside.ramp < 1).size == np.flatnonzero(outside.ramp < 1).size  # the taper's pixels

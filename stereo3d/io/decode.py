@@ -409,13 +409,17 @@ def _has_index(container: str) -> bool:
 
 def sample_frames(path: str | Path, probe: dict, count: int) -> Iterator[tuple[int, np.ndarray]]:
     """About ``count`` frames spread evenly over a probed video, as ``(index, RGB frame)`` at its display size,
-    decoded cheaply: a film's samples move to the key frame nearest each (a seek and one picture each); where key
-    frames lie further apart than the samples (a short clip, a stream with few key frames), the frames between
-    are decoded from the key frame before them, one pass per key frame."""
-    total = probe["video"]["frame_count"]
+    decoded cheaply, through one opening of the file (a long MP4's index alone takes a good part of a second to
+    read): a film's samples move to the key frame nearest each (a seek and one picture each); where key frames
+    lie further apart than the samples (a short clip, a stream with few key frames), the frames between are
+    decoded from the key frame before them, one pass per key frame. Approximate where a container cannot seek
+    exactly (the first picture at or after each target is taken), and not deinterlaced: samples for a look at
+    the whole video, not the frames a stage works on (``FrameReader``)."""
+    video = probe["video"]
+    total = video["frame_count"]
     count = max(1, min(count, total))
     spacing = total / count
-    keyframes = probe["video"].get("keyframes") or [0]
+    keyframes = video.get("keyframes") or [0]
     picks: set[int] = set()
     for k in range(count):
         target = min(total - 1, int((k + 0.5) * spacing))
@@ -425,9 +429,36 @@ def sample_frames(path: str | Path, probe: dict, count: int) -> Iterator[tuple[i
     by_key: dict[int, list[int]] = {}
     for index in sorted(picks):
         by_key.setdefault(keyframes[bisect.bisect_right(keyframes, index) - 1], []).append(index)
-    for key, indices in by_key.items():
-        with FrameReader(path, probe, start=key, count=indices[-1] - key + 1) as reader:
-            wanted = set(indices)
-            for index, frame in enumerate(reader, start=key):
-                if index in wanted:
-                    yield index, frame
+    conversion = _Conversion(video, (video["display_width"], video["display_height"]), "rgb24")
+    margin_s = 0.0 if _has_index(probe.get("container", "")) else SEARCH_MARGIN_S
+    try:
+        with av.open(os.fspath(path), metadata_errors="ignore") as container:
+            stream = container.streams[video["index"]]
+            for key, indices in by_key.items():
+                wanted = list(zip(indices, _ticks(probe, indices), strict=True))
+                start = _target_ticks(probe, key, 1)[0] - round(margin_s / stream.time_base)
+                container.seek(max(start, 0), stream=stream, backward=True, any_frame=False)
+                yield from _decode_until(container, stream, wanted, conversion)
+    except av.FFmpegError as exc:
+        raise BadVideo(path, f"sampling frames: {getattr(exc, 'strerror', None) or exc}") from exc
+
+
+def _decode_until(container, stream, wanted: list[tuple[int, int]], conversion) -> Iterator[tuple[int, np.ndarray]]:
+    """From where the container was sought: the first picture at or after each wanted (index, tick), in order."""
+    for packet in container.demux(stream):
+        try:
+            frames = packet.decode()
+        except av.FFmpegError:
+            continue  # a damaged packet: the next picture serves
+        for frame in frames:
+            if frame.pts is None or frame.pts < wanted[0][1]:
+                continue
+            picture = conversion(frame)
+            while wanted and frame.pts >= wanted[0][1]:
+                yield wanted.pop(0)[0], picture
+            if not wanted:
+                return
+
+
+def _ticks(probe: dict, indices: list[int]) -> list[int]:
+    return [_target_ticks(probe, index, 1)[0] for index in indices]
