@@ -40,6 +40,8 @@ REORDER_PICTURES = 16
 # How far before a key frame to seek in a container without an index (MPEG-TS, PS): the search lands near the
 # target on any packet, and decoding must begin at or before the key frame.
 SEARCH_MARGIN_S = 2.0
+# Key frames enough to sample a video by (``sample_frames``); with fewer, the frames between are decoded too.
+KEY_SAMPLES = 8
 # Clockwise turns a player applies (the probe's ``rotation``) as numpy's counter-clockwise quarter turns.
 _QUARTER_TURNS = {0: 0, 90: -1, 180: 2, 270: 1}
 
@@ -410,22 +412,22 @@ def _has_index(container: str) -> bool:
 def sample_frames(path: str | Path, probe: dict, count: int) -> Iterator[tuple[int, np.ndarray]]:
     """About ``count`` frames spread evenly over a probed video, as ``(index, RGB frame)`` at its display size,
     decoded cheaply, through one opening of the file (a long MP4's index alone takes a good part of a second to
-    read): a film's samples move to the key frame nearest each (a seek and one picture each); where key frames
-    lie further apart than the samples (a short clip, a stream with few key frames), the frames between are
-    decoded from the key frame before them, one pass per key frame. Approximate where a container cannot seek
-    exactly (the first picture at or after each target is taken), and not deinterlaced: samples for a look at
-    the whole video, not the frames a stage works on (``FrameReader``)."""
+    read). Each sample moves to the key frame nearest it: a seek and one picture each, whatever the video's
+    length (a film's key frames are seconds apart, so its samples stay spread over it). Only a video with fewer
+    than ``KEY_SAMPLES`` key frames to sample (a short clip, a stream with few key frames) is sampled where asked,
+    the frames between decoded from the key frame before them, one pass per key frame. Approximate where a
+    container cannot seek exactly (the first picture at or after each target is taken), and not deinterlaced:
+    samples for a look at the whole video, not the frames a stage works on (``FrameReader``)."""
     video = probe["video"]
     total = video["frame_count"]
     count = max(1, min(count, total))
-    spacing = total / count
-    keyframes = video.get("keyframes") or [0]
-    picks: set[int] = set()
-    for k in range(count):
-        target = min(total - 1, int((k + 0.5) * spacing))
+    keyframes = [key for key in (video.get("keyframes") or [0]) if key < total] or [0]
+    targets = sorted({min(total - 1, int((k + 0.5) * total / count)) for k in range(count)})
+    nearest = set()
+    for target in targets:
         at = bisect.bisect_right(keyframes, target)
-        near = min(keyframes[max(0, at - 1) : at + 1], key=lambda key: abs(key - target))
-        picks.add(near if abs(near - target) <= spacing / 2 and near < total else target)
+        nearest.add(min(keyframes[max(0, at - 1) : at + 1], key=lambda key: abs(key - target)))
+    picks = nearest if len(nearest) >= min(len(targets), KEY_SAMPLES) else set(targets)
     by_key: dict[int, list[int]] = {}
     for index in sorted(picks):
         by_key.setdefault(keyframes[bisect.bisect_right(keyframes, index) - 1], []).append(index)
