@@ -130,7 +130,7 @@ def test_kept_bars_are_the_sources_in_both_eyes_and_the_picture_edges_are_straig
         assert np.array_equal(eye[outside], frame[outside])  # the bars exactly, no parallax
         for column in (PILLARBOX.x, PILLARBOX.x + PILLARBOX.width - 1):  # the picture's first and last columns
             assert (eye[:, column].max(axis=1) > 24).all()  # picture in every row, never bar
-    # The same frame taken as all picture (render.bars: off) moves the bars' edges, row by row.
+    # The same frame taken as all picture (render.bars: ignore) moves the bars' edges, row by row.
     _, whole = rendered(None)
     edges = [np.flatnonzero(whole[row, :W].max(axis=1) > 24)[[0, -1]] for row in range(H)]
     assert len({tuple(edge) for edge in edges}) > 1

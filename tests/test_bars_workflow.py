@@ -76,7 +76,7 @@ def test_the_bars_are_the_sources_in_both_eyes_and_the_picture_edges_are_straigh
 
 
 def test_the_bars_setting_reruns_the_render_and_crop_gives_the_picture_alone(library):
-    write_config(library, **LOSSLESS, render={"bars": "off"})  # all picture: depth from the frame, 16:9 tier
+    write_config(library, **LOSSLESS, render={"bars": "ignore"})  # all picture: depth from the frame, 16:9 tier
     assert planned_jobs(library) == {"depth": 1, "near_plan": 1, "near_maps": 1, "render": 1, "join": 1,
                                      "qc_video": 1, "qc_library": 1, "qc_exports": 1}  # fmt: skip
     write_config(library, **LOSSLESS, render={"bars": "crop"})

@@ -47,7 +47,7 @@ MAX_SIDE = 16384
 PIECE_FRAMES = 64
 # What becomes of baked-in bars (render.bars): kept in both eyes as in the source | cut away | none taken as bars
 # (the whole frame is picture: the depth key then names no picture area, so the render never gets one).
-BARS = ("keep", "crop", "off")
+BARS = ("keep", "crop", "ignore")
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ A bar is black and flat. In each sampled frame a row (or column) *shows content*
 above ``BLACK_LEVEL`` (its median is), or where most of them differ from their neighbour by more than
 ``FLAT_STEP`` (a dark but textured night scene). Most, not any: subtitles or a channel logo drawn into a bar cover
 a minority of its row, so they leave it a bar. (Counts, not medians: a median per row of a 1080p frame costs a
-second per frame in numpy, these counts a few milliseconds.) A frame in which nothing shows content (a fade to black) tells nothing and is skipped; a
-row of a dark picture may show nothing in many frames, so a row is picture when it shows content in
-``MIN_VOTES`` of the sampled frames, however few: the picture area is the band from the first such row to the
-last, and likewise for columns.
+second in numpy, these counts a few milliseconds.) A frame in which nothing shows content (a fade to black)
+tells nothing and is skipped; a row of a dark picture may show nothing in many frames, so a row is picture when
+it shows content in ``MIN_VOTES`` of the sampled frames, however few: the picture area is the band from the first
+such row to the last, and likewise for columns.
 
 Where the area changes during the video (an IMAX film opening up from 2.39:1 to 1.9:1 in some scenes), the area
 is the **union** of the picture over the whole video, the largest area that ever holds picture. The depth of a

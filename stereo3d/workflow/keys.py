@@ -73,7 +73,7 @@ RENDER_KEYS = (
     "encode.piece_frames",
 )  # fmt: skip
 # Read by the render of a video whose picture does not fill its frame (its depth key then names the picture area)
-# and, through that area, by the depth key (off: the whole frame). A video without bars moves nothing for them.
+# and, through that area, by the depth key (ignore: the whole frame). A video without bars moves nothing for them.
 BARS_KEYS = ("render.bars",)
 MUX_ONLY = ("encode.container",)  # read by the final mux (rule join) alone
 

@@ -107,12 +107,12 @@ class Targets:
 
     def needs_display(self, video: str) -> bool:
         """Whether the video's depth key depends on its probe: on its shape (``fit: aspect``), or on the picture
-        area inside its frame (unless ``render.bars: off``)."""
+        area inside its frame (unless ``render.bars: ignore``)."""
         return self.settings[video]["da3"]["fit"] == "aspect" or self.uses_bars(video)
 
     def uses_bars(self, video: str) -> bool:
         """Whether depth and render work on the picture inside baked-in bars (``render.bars``: keep or crop)."""
-        return self.settings[video]["render"]["bars"] != "off"
+        return self.settings[video]["render"]["bars"] != "ignore"
 
     def display(self, video: str) -> tuple[int, int] | None:
         if self.settings[video]["da3"]["fit"] != "aspect":
@@ -123,7 +123,7 @@ class Targets:
 
     def picture(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> Area | None:
         """The picture area the video's depth covers, None for the whole frame: no bars found, or ``render.bars:
-        off``. ``display`` and ``area`` come from a probe on disk (prune), else from the probe's reader."""
+        ignore``. ``display`` and ``area`` come from a probe on disk (prune), else from the probe's reader."""
         if not self.uses_bars(video):
             return None
         if area is None:
