@@ -104,5 +104,9 @@ def test_another_area_gets_its_own_depth_and_bars_that_change_mid_clip_give_thei
     assert keys == sorted([TV_KEY, "da3_small_140x84_u8_letterbox_crop160x70+0+10"])  # the old depth is kept
     source = decoded(video)
     out = decoded(library / "results/tv/tv_LRF_Full_SBS.mp4")
-    for eye in (out[:, :, :W], out[:, :, W:]):
-        assert np.array_equal(eye[:, :10], source[:, :10]) and np.array_equal(eye[:, 80:], source[:, 80:])
+    # The encoder's RGB -> 4:2:0 conversion filters chroma over more than a row pair: the two bar rows next to
+    # the picture take a trace of its colour (a few levels); the rows beyond are the source's exactly.
+    source = source.astype(int)
+    for eye in (out[:, :, :W].astype(int), out[:, :, W:].astype(int)):
+        assert np.array_equal(eye[:, :8], source[:, :8]) and np.array_equal(eye[:, 82:], source[:, 82:])
+        assert np.abs(eye[:, 8:10] - source[:, 8:10]).max() <= 8 and np.abs(eye[:, 80:82] - source[:, 80:82]).max() <= 8
