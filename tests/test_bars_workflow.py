@@ -110,3 +110,38 @@ def test_another_area_gets_its_own_depth_and_bars_that_change_mid_clip_give_thei
     for eye in (out[:, :, :W].astype(int), out[:, :, W:].astype(int)):
         assert np.array_equal(eye[:, :8], source[:, :8]) and np.array_equal(eye[:, 82:], source[:, 82:])
         assert np.abs(eye[:, 8:10] - source[:, 8:10]).max() <= 8 and np.abs(eye[:, 80:82] - source[:, 80:82]).max() <= 8
+
+
+def test_nvds_stabilises_the_picture_alone(tmp_path_factory, monkeypatch):
+    """The NVDS stabiliser reads the frames too: the picture of them, at the picture's shape in its tier."""
+    from harness import NVDS_EXPORT, NVDS_TIER
+
+    from stereo3d.runtime.sessions import SessionOptions
+    from stereo3d.stabilisers import nvds
+    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.near_maps import make_near_maps
+    from stereo3d.stages.probe import find_picture
+
+    workdir = exported_workdir(tmp_path_factory, "bars-nvds", exports=("da3_small_140x112_u8.onnx",), nvds=True)
+    video = pillarboxed(workdir / "tv.mp4")
+    probe = probe_video(video)
+    picture = find_picture(video, probe)
+    cpu = SessionOptions(providers=("cpu",), threads=1)
+    estimate_depth(video, probe, workdir / "models/DA3/da3_small_140x112_u8.onnx", workdir / "depth.zarr",
+                   options=cpu, picture=picture)  # fmt: skip
+    read = []
+
+    class Reader(FrameReader):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            read.append((kwargs["crop"], (self.width, self.height)))
+
+    monkeypatch.setattr(nvds, "FrameReader", Reader)
+    settings = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.method": "nvds",
+                "stabilise.nvds_tier": NVDS_TIER, "stabilise.nvds_graphs": "split",
+                "export.nvds_architecture": NVDS_EXPORT["nvds_architecture"]}  # fmt: skip
+    make_near_maps(video, probe, workdir / "depth.zarr", workdir / "near.zarr", settings,
+                   models_dir=workdir / "models/NVDS", options=cpu, picture=picture)  # fmt: skip
+    assert read == [(picture, (84, 64))]  # 120x90 (4:3) fitted into the 96x64 tier
+    with MapReader(workdir / "near.zarr") as near:
+        assert near.shape == (105, 140) and near.frames == FRAMES
