@@ -237,9 +237,7 @@ def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo
             eyes = renderer.render_stereo(frame, near, stereo)
         else:
             eyes = (np.empty_like(frame), np.empty_like(frame))
-            renderer.render_stereo(picture.cut(frame), near, stereo, out=(picture.cut(eyes[0]), picture.cut(eyes[1])))
-            for eye in eyes:
-                paste_bars(eye, frame, picture)
+            picture_in_bars(renderer, frame, near, stereo, picture, eyes)
         packed = chosen.pack(*eyes, **options)
         return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     out_w, out_h = chosen.size(width, height, **options)
@@ -248,12 +246,20 @@ def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo
     if picture is None:
         renderer.render_stereo(frame, near, stereo, out=eyes)
     else:
-        renderer.render_stereo(picture.cut(frame), near, stereo, out=(picture.cut(eyes[0]), picture.cut(eyes[1])))
-        for eye in eyes:
-            paste_bars(eye, frame, picture)
+        picture_in_bars(renderer, frame, near, stereo, picture, eyes)
     packed[:, out_w:] = packed[:, out_w - 1 : out_w]
     packed[out_h:] = packed[out_h - 1 : out_h]
     return packed
+
+
+def picture_in_bars(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, picture: Area,
+                    eyes: tuple[np.ndarray, np.ndarray]) -> None:  # fmt: skip
+    """Two steps into ``eyes`` (the frame's size each): the views of the picture, rendered from its area of
+    ``frame`` into its area of each eye, then the frame's bars around them, as they are. Whatever works on the
+    views of the picture alone (a mask at its edges) goes between the two."""
+    renderer.render_stereo(picture.cut(frame), near, stereo, out=(picture.cut(eyes[0]), picture.cut(eyes[1])))
+    for eye in eyes:
+        paste_bars(eye, frame, picture)
 
 
 class Pieces:
