@@ -29,6 +29,7 @@ def main():
         ),
         start=start,
         count=end - start,
+        picture=key["picture"],
     )
 
 

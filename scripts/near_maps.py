@@ -9,6 +9,7 @@ from stereo3d.workflow.scripting import bad_source_record, run_guarded, session_
 
 
 def main():
+    key = parse_depth_key(snakemake.wildcards.dkey)
     make_near_maps(
         video=source_of(snakemake),
         probe=load_probe(snakemake.input.probe, snakemake.input.frames),
@@ -23,8 +24,9 @@ def main():
         options=session_options(
             snakemake.config["runtime"],
             models_dir=snakemake.config["paths"]["models"],
-            precision=parse_depth_key(snakemake.wildcards.dkey)["precision"],
+            precision=key["precision"],
         ),
+        picture=key["picture"],
     )
 
 

@@ -25,6 +25,7 @@ def main():
         full_depth=snakemake.params.full_depth or None,
         placement=key["placement"],
         batch=batch,
+        picture=key["picture"],  # the picture inside baked-in bars, as the full run's depth job has it
         options=session_options(
             snakemake.config["runtime"],
             gpu_mem_limit=False,

@@ -3,6 +3,7 @@
 from stereo3d.stages.preview import preview_grid
 from stereo3d.stages.probe import load_probe
 from stereo3d.stereo.warp import StereoSettings
+from stereo3d.workflow.keys import parse_depth_key
 from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_logging, source_of
 
 
@@ -18,6 +19,7 @@ def main():
         divergences=grid["divergence_pct"],
         convergences=grid["convergence"],
         tile_width=snakemake.params.tile_width,
+        picture=parse_depth_key(snakemake.wildcards.dkey)["picture"],
     )
 
 

@@ -5,7 +5,7 @@ from stereo3d.stages.probe import load_probe
 from stereo3d.stages.render import EncodeSettings
 from stereo3d.stereo.layouts import layout_options
 from stereo3d.stereo.warp import Renderer, StereoSettings
-from stereo3d.workflow.keys import section_of
+from stereo3d.workflow.keys import parse_depth_key, section_of
 from stereo3d.workflow.scripting import bad_source_record, render_device_id, run_guarded, setup_logging, source_of
 
 
@@ -25,6 +25,8 @@ def main():
             encode=EncodeSettings.from_config(encode),
             renderer=renderer,
             **layout_options(render["layout"], render),
+            picture=parse_depth_key(snakemake.wildcards.dkey)["picture"],
+            bars=render.get("bars", "keep"),  # a setting of a video with bars only (keys.BARS_KEYS)
         )
 
 

@@ -4,7 +4,7 @@ from stereo3d.stages.probe import load_probe
 from stereo3d.stages.render import EncodeSettings, render_video
 from stereo3d.stereo.layouts import layout_options
 from stereo3d.stereo.warp import Renderer, StereoSettings
-from stereo3d.workflow.keys import section_of
+from stereo3d.workflow.keys import parse_depth_key, section_of
 from stereo3d.workflow.scripting import bad_source_record, render_device_id, run_guarded, setup_logging, source_of
 
 
@@ -25,6 +25,9 @@ def main():
         **layout_options(render["layout"], render),
         renderer=renderer,
         window_near=list(snakemake.input.window_near),
+        # The picture area the near maps cover (baked-in bars) is named by the depth key they are stored under.
+        picture=parse_depth_key(snakemake.wildcards.dkey)["picture"],
+        bars=render.get("bars", "keep"),  # a setting of a video with bars only (keys.BARS_KEYS)
     )
 
 

@@ -327,7 +327,10 @@ def test_probe_json_of_every_good_case_is_plain_json(library):
         assert json.loads(json.dumps(info, allow_nan=False)) == info, case.name
         folder = workdir / "work" / video_id(case.name)
         written = json.loads((folder / "probe.json").read_text(encoding="utf-8"), parse_constant=_no_constant)
-        # The summary holds everything but the per-frame lists, which live beside it (frames.npz).
+        # The summary holds everything but the per-frame lists, which live beside it (frames.npz), and the picture
+        # area found in the frame (stereo3d.stereo.bars): none of these clips has bars.
+        picture = written["video"].pop("picture")
+        assert picture == [0, 0, info["video"]["display_width"], info["video"]["display_height"]], case.name
         assert written["video"] == {k: v for k, v in info["video"].items() if k != "keyframes"}, case.name
         assert "frame_pts_s" not in written
         assert load_probe(folder / "probe.json")["frame_pts_s"] == info["frame_pts_s"], case.name

@@ -20,7 +20,15 @@ from stereo3d.stages.render import PIECE_FRAMES, EncodeSettings
 from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, LAYOUTS, SIGNALS
 from stereo3d.stereo.warp import FLOATING_WINDOW
 from stereo3d.workflow.config import load_schema, validate_config
-from stereo3d.workflow.keys import MUX_ONLY, NEAR_KEYS, RENDER_KEYS, near_key, near_settings, render_settings
+from stereo3d.workflow.keys import (
+    BARS_KEYS,
+    MUX_ONLY,
+    NEAR_KEYS,
+    RENDER_KEYS,
+    near_key,
+    near_settings,
+    render_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
@@ -166,11 +174,14 @@ def test_the_encode_defaults_are_the_schemas_and_config_yamls():
 def test_each_stage_names_every_key_that_changes_its_results_by_its_dotted_name():
     render, encode = SCHEMA["properties"]["render"]["properties"], SCHEMA["properties"]["encode"]["properties"]
     options = {f"render.{key}" for key in LAYOUT_OPTION_KEYS}
-    assert {*RENDER_KEYS, *options, *MUX_ONLY} == {f"render.{k}" for k in render} | {f"encode.{k}" for k in encode}
+    assert {*RENDER_KEYS, *BARS_KEYS, *options, *MUX_ONLY} == {f"render.{k}" for k in render} | {
+        f"encode.{k}" for k in encode
+    }
     config, _ = validate_config({"render": {"layout": "vr180", "vr180_fov_deg": 100}}, SCHEMA)
     sections = {s: config[s] for s in ("da3", "stabilise", "near", "render", "encode")}
     settings = render_settings(sections)
     assert set(settings) == {*RENDER_KEYS, "render.vr180_fov_deg", "render.vr180_eye_px"}
+    assert set(render_settings(sections, bars=True)) == {*settings, *BARS_KEYS}  # a video with bars
     assert settings["render.vr180_fov_deg"] == 100 and settings["encode.crf"] == config["encode"]["crf"]
     near = near_settings({**sections, "stabilise": {**config["stabilise"], "method": "nvds"}}, config)
     assert set(near) == {*NEAR_KEYS, "stabilise.nvds_tier", "stabilise.nvds_graphs", "export.nvds_architecture"}

@@ -75,6 +75,7 @@ EMA_LIBRARY = {
     "render.border_taper_pct": (5.0, RENDER),
     "render.original_eye": ("left", RENDER),
     "render.floating_window": ("off", RENDER),  # the QC figures show the violations left after it
+    "render.bars": ("crop", NOTHING),  # the clip has no bars (tests/test_bars_workflow.py: a clip with bars)
     "render.vr180_fov_deg": (100, NOTHING),  # an option of another layout
     "render.vr180_eye_px": (512, NOTHING),
     "encode.codec": ("libx265", ENCODE),

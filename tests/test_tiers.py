@@ -3,7 +3,8 @@
 import pytest
 
 from stereo3d.models.da3.tiers import DEFAULT_TIERS, export_shape, nearest_tier, parse_aspect, tier_shape, tier_shapes
-from stereo3d.workflow.keys import depth_key, parse_depth_key
+from stereo3d.stereo.bars import Area
+from stereo3d.workflow.keys import DEPTH_KEY, depth_key, parse_depth_key
 
 DA3 = {"variant": "small", "size": 518, "contract": "uint8", "fit": "aspect", "aspect_tiers": list(DEFAULT_TIERS)}
 
@@ -58,7 +59,17 @@ def test_the_depth_key_names_the_export_and_round_trips():
     key = depth_key(DA3, (1920, 1080))
     assert key == "da3_small_518x294_u8_letterbox"
     assert parse_depth_key(key) == {"variant": "small", "shape": (518, 294), "contract": "uint8",
-                                    "placement": "letterbox", "precision": "exact"}  # fmt: skip
+                                    "placement": "letterbox", "picture": None, "precision": "exact"}  # fmt: skip
+
+
+def test_a_picture_in_bars_picks_the_tier_of_its_own_aspect_and_is_named_in_the_key():
+    tv = Area(240, 0, 1440, 1080)  # 4:3 pillarboxed in 16:9
+    key = depth_key(DA3, (1920, 1080), "fast", tv)
+    assert key == "da3_small_518x392_u8_letterbox_crop1440x1080+240+0_fast"
+    assert parse_depth_key(key)["picture"] == tv and parse_depth_key(key)["shape"] == (518, 392)
+    scope = depth_key(DA3, (1920, 1080), picture=Area(0, 140, 1920, 800))  # 2.4:1 letterboxed in 16:9
+    assert scope == "da3_small_518x210_u8_letterbox_crop1920x800+0+140"
+    assert DEPTH_KEY.fullmatch(scope) and not DEPTH_KEY.fullmatch(scope.replace("+140", "-140"))
 
 
 def test_fast_precision_has_its_own_depth_key():

@@ -40,6 +40,8 @@ REORDER_PICTURES = 16
 # How far before a key frame to seek in a container without an index (MPEG-TS, PS): the search lands near the
 # target on any packet, and decoding must begin at or before the key frame.
 SEARCH_MARGIN_S = 2.0
+# Key frames enough to sample a video by (``sample_frames``); with fewer, the frames between are decoded too.
+KEY_SAMPLES = 8
 # Clockwise turns a player applies (the probe's ``rotation``) as numpy's counter-clockwise quarter turns.
 _QUARTER_TURNS = {0: 0, 90: -1, 180: 2, 270: 1}
 
@@ -49,8 +51,11 @@ class FrameReader:
 
     ``probe`` is ``probe_video``'s result for ``path``. ``size=(width, height)`` scales (area averaging when
     shrinking, bicubic when enlarging); otherwise frames have the probe's display size (rotation applied,
-    non-square pixels scaled to square ones the same way). Use as a context manager; leaving early stops the
-    threads. Raises ``BadVideo`` when the file cannot be read or no picture comes out for the frames asked.
+    non-square pixels scaled to square ones the same way). ``crop``: an area of the frame in display pixels
+    (``stereo3d.stereo.bars.Area``: the picture inside baked-in bars), cut out of the decoded picture before it
+    is scaled; frames then have that area's size unless ``size`` is given. Use as a context manager; leaving
+    early stops the threads. Raises ``BadVideo`` when the file cannot be read or no picture comes out for the
+    frames asked.
     """
 
     def __init__(
@@ -63,6 +68,7 @@ class FrameReader:
         prefetch: int = 8,
         *,
         deep: bool = False,
+        crop=None,
     ):
         self.path = Path(path)
         video = probe["video"]
@@ -72,7 +78,8 @@ class FrameReader:
         if not (0 <= start <= total and 0 <= count and start + count <= total):
             raise ValueError(f"frames [{start}, {start + count}) are outside the video's {total} frames")
         self.start, self.count = start, count
-        self.width, self.height = size if size is not None else (video["display_width"], video["display_height"])
+        shown = (video["display_width"], video["display_height"]) if crop is None else (crop.width, crop.height)
+        self.width, self.height = size if size is not None else shown
         if self.width <= 0 or self.height <= 0:
             raise ValueError(f"frame size must be positive, not {self.width}x{self.height}")
         # deep: RGB uint16 (rgb48le) so that 10-bit and deeper sources keep their precision through rendering.
@@ -82,7 +89,7 @@ class FrameReader:
         self._targets = _target_ticks(probe, start, count)
         self._seek = _seek_tick(probe, start)
         self._search = not _has_index(probe.get("container", ""))
-        self._conversion = _Conversion(video, (self.width, self.height), self._format)
+        self._conversion = _Conversion(video, (self.width, self.height), self._format, crop)
         self._pictures: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
         self._stop = threading.Event()
@@ -271,24 +278,64 @@ def read_batches(reader: Iterable[np.ndarray], n: int) -> Iterator[np.ndarray]:
 
 
 class _Conversion:
-    """A decoded picture → the RGB array the reader delivers: scaled to the asked size in one pass from the coded
-    picture (area averaging when shrinking, bicubic otherwise, as swscale's own default for a format change),
-    then turned upright."""
+    """A decoded picture → the RGB array the reader delivers: cut to the crop area if any (FFmpeg's crop filter,
+    which only moves the planes' pointers), scaled to the asked size in one pass from the coded picture (area
+    averaging when shrinking, bicubic otherwise, as swscale's own default for a format change), then turned
+    upright."""
 
-    def __init__(self, video: dict, size: tuple[int, int], pix_fmt: str):
+    def __init__(self, video: dict, size: tuple[int, int], pix_fmt: str, crop=None):
         self.turns = _QUARTER_TURNS[video.get("rotation", 0) % 360]
         width, height = size
         self.coded_size = (height, width) if self.turns in (1, -1) else (width, height)  # before turning
         coded = (video.get("width", self.coded_size[0]), video.get("height", self.coded_size[1]))
+        self.crop = None if crop is None else _coded_crop(video, crop, self.turns)
+        if self.crop is not None:
+            coded = self.crop[:2]
         shrink = self.coded_size[0] * self.coded_size[1] < coded[0] * coded[1]
         self.interpolation = "AREA" if shrink else "BICUBIC"
         self.pix_fmt = pix_fmt
+        self._graph = None
 
     def __call__(self, frame) -> np.ndarray:
         width, height = self.coded_size
+        if self.crop is not None:
+            frame = self._cropped(frame)
         rgb = frame.reformat(width=width, height=height, format=self.pix_fmt, interpolation=self.interpolation)
         array = rgb.to_ndarray()
         return np.ascontiguousarray(np.rot90(array, self.turns)) if self.turns else array
+
+    def _cropped(self, frame):
+        if self._graph is None:  # built for the first picture's format (the decoder's, known only then)
+            self._graph = av.filter.Graph()
+            source = self._graph.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
+                                            time_base=Fraction(1, 1000))  # fmt: skip
+            width, height, x, y = self.crop
+            cut = self._graph.add("crop", f"w={width}:h={height}:x={x}:y={y}")
+            sink = self._graph.add("buffersink")
+            source.link_to(cut)
+            cut.link_to(sink)
+            self._graph.configure()
+        self._graph.push(frame)
+        return self._graph.pull()
+
+
+def _coded_crop(video: dict, area, turns: int) -> tuple[int, int, int, int] | None:
+    """(width, height, x, y) in coded pixels of an area given in display pixels: the display's turn undone, then
+    its non-square pixels (the display width is the coded one scaled by the SAR). None for the whole frame."""
+    shown_w, shown_h = video["display_width"], video["display_height"]
+    if (area.x, area.y, area.width, area.height) == (0, 0, shown_w, shown_h):
+        return None
+    x, y, width, height = area.x, area.y, area.width, area.height
+    upright_w, upright_h = (shown_h, shown_w) if turns in (1, -1) else (shown_w, shown_h)  # before turning
+    if turns == 2:
+        x, y = upright_w - x - width, upright_h - y - height
+    elif turns == -1:  # turned clockwise for display
+        x, y, width, height = y, upright_h - x - width, height, width
+    elif turns == 1:
+        x, y, width, height = upright_w - y - height, x, height, width
+    coded_w = video.get("width", upright_w)
+    left, right = round(x * coded_w / upright_w), round((x + width) * coded_w / upright_w)
+    return right - left, height, left, y
 
 
 class _Deinterlacer:
@@ -360,3 +407,60 @@ def _seek_tick(probe: dict, start: int) -> int | None:
 def _has_index(container: str) -> bool:
     """Whether the demuxer seeks through an index of key frames (lands exactly) rather than by searching."""
     return any(name in container.split(",") for name in ("mov", "mp4", "matroska", "webm", "avi"))
+
+
+def sample_frames(path: str | Path, probe: dict, count: int) -> Iterator[tuple[int, np.ndarray]]:
+    """About ``count`` frames spread evenly over a probed video, as ``(index, RGB frame)`` at its display size,
+    decoded cheaply, through one opening of the file (a long MP4's index alone takes a good part of a second to
+    read). Each sample moves to the key frame nearest it: a seek and one picture each, whatever the video's
+    length (a film's key frames are seconds apart, so its samples stay spread over it). Only a video with fewer
+    than ``KEY_SAMPLES`` key frames to sample (a short clip, a stream with few key frames) is sampled where asked,
+    the frames between decoded from the key frame before them, one pass per key frame. Approximate where a
+    container cannot seek exactly (the first picture at or after each target is taken), and not deinterlaced:
+    samples for a look at the whole video, not the frames a stage works on (``FrameReader``)."""
+    video = probe["video"]
+    total = video["frame_count"]
+    count = max(1, min(count, total))
+    keyframes = [key for key in (video.get("keyframes") or [0]) if key < total] or [0]
+    targets = sorted({min(total - 1, int((k + 0.5) * total / count)) for k in range(count)})
+    nearest = set()
+    for target in targets:
+        at = bisect.bisect_right(keyframes, target)
+        nearest.add(min(keyframes[max(0, at - 1) : at + 1], key=lambda key: abs(key - target)))
+    picks = nearest if len(nearest) >= min(len(targets), KEY_SAMPLES) else set(targets)
+    by_key: dict[int, list[int]] = {}
+    for index in sorted(picks):
+        by_key.setdefault(keyframes[bisect.bisect_right(keyframes, index) - 1], []).append(index)
+    conversion = _Conversion(video, (video["display_width"], video["display_height"]), "rgb24")
+    margin_s = 0.0 if _has_index(probe.get("container", "")) else SEARCH_MARGIN_S
+    try:
+        with av.open(os.fspath(path), metadata_errors="ignore") as container:
+            stream = container.streams[video["index"]]
+            for key, indices in by_key.items():
+                wanted = list(zip(indices, _ticks(probe, indices), strict=True))
+                start = _target_ticks(probe, key, 1)[0] - round(margin_s / stream.time_base)
+                container.seek(max(start, 0), stream=stream, backward=True, any_frame=False)
+                yield from _decode_until(container, stream, wanted, conversion)
+    except av.FFmpegError as exc:
+        raise BadVideo(path, f"sampling frames: {getattr(exc, 'strerror', None) or exc}") from exc
+
+
+def _decode_until(container, stream, wanted: list[tuple[int, int]], conversion) -> Iterator[tuple[int, np.ndarray]]:
+    """From where the container was sought: the first picture at or after each wanted (index, tick), in order."""
+    for packet in container.demux(stream):
+        try:
+            frames = packet.decode()
+        except av.FFmpegError:
+            continue  # a damaged packet: the next picture serves
+        for frame in frames:
+            if frame.pts is None or frame.pts < wanted[0][1]:
+                continue
+            picture = conversion(frame)
+            while wanted and frame.pts >= wanted[0][1]:
+                yield wanted.pop(0)[0], picture
+            if not wanted:
+                return
+
+
+def _ticks(probe: dict, indices: list[int]) -> list[int]:
+    return [_target_ticks(probe, index, 1)[0] for index in indices]

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from stereo3d.io.atomic import atomic_output
 from stereo3d.qc.stats import PERCENTILES, MapSequence, check_counts, frame_times
+from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import anaglyph_dubois
 from stereo3d.stereo.near import near_from_depth
 from stereo3d.stereo.warp import Renderer, StereoSettings
@@ -43,12 +44,16 @@ def contact_sheet(
     rows: int = 4,
     tile_width: int = 320,
 ) -> np.ndarray:
-    """BGR image: one row per timestamp (evenly spread), columns source | raw depth | near map | anaglyph."""
+    """BGR image: one row per timestamp (evenly spread), columns source | raw depth | near map | anaglyph. Of a
+    video with baked-in bars, the picture the depth covers (its stores' ``picture`` attribute)."""
     from stereo3d.io.decode import FrameReader
+    from stereo3d.io.mapstore import MapReader
 
     video = probe["video"]
     total = video["frame_count"]
-    width, height = video["display_width"], video["display_height"]
+    with MapReader(depth[0]) as first:
+        picture = Area.of(first.attrs.get("picture"))
+    width, height = (video["display_width"], video["display_height"]) if picture is None else picture.size
     tile_w = min(tile_width, width) // 2 * 2
     tile_h = max(2, round(tile_w * height / width) // 2 * 2)
     times = frame_times(probe)
@@ -59,7 +64,7 @@ def contact_sheet(
     lines = [_label_row(header, tile_w)]
     renderer = Renderer()
     for index in picks:
-        with FrameReader(source, probe, start=index, count=1, size=(tile_w, tile_h)) as reader:
+        with FrameReader(source, probe, start=index, count=1, size=(tile_w, tile_h), crop=picture) as reader:
             frame = next(iter(reader))  # RGB
         raw = near_from_depth(depth_maps.frame(index), *near_pct)
         stable = near_maps.frame(index)
@@ -85,17 +90,19 @@ def settings_grid(
     divergences: Sequence[float],
     convergences: Sequence[float],
     tile_width: int = 320,
+    picture: Area | None = None,
 ) -> np.ndarray:
     """BGR image: the still ``frame`` (with its near map ``near``) as red-cyan anaglyphs, one row per divergence
     and one column per convergence; the rest of ``settings`` as configured. The tile of the configured pair, if
-    the grid holds it, is framed in red."""
+    the grid holds it, is framed in red. A video with baked-in bars shows its ``picture`` alone (the area ``near``
+    covers), at the parallax the settings give it inside the frame."""
     from stereo3d.io.decode import FrameReader
 
     video = probe["video"]
-    width, height = video["display_width"], video["display_height"]
+    width, height = (video["display_width"], video["display_height"]) if picture is None else picture.size
     tile_w = min(tile_width, width) // 2 * 2
     tile_h = max(2, round(tile_w * height / width) // 2 * 2)
-    with FrameReader(source, probe, start=frame, count=1, size=(tile_w, tile_h)) as reader:
+    with FrameReader(source, probe, start=frame, count=1, size=(tile_w, tile_h), crop=picture) as reader:
         picture = next(iter(reader))  # RGB
     times = frame_times(probe)
     lines = [
@@ -107,6 +114,8 @@ def settings_grid(
             tiles = []
             for convergence in convergences:
                 chosen = dataclasses.replace(settings, divergence_pct=float(divergence), convergence=float(convergence))
+                if picture is not None:
+                    chosen = chosen.inside(video["display_width"], picture.width)
                 left, right = renderer.render_stereo(picture, near, chosen)
                 current = (divergence, convergence) == (settings.divergence_pct, settings.convergence)
                 tile = cv2.cvtColor(anaglyph_dubois(left, right), cv2.COLOR_RGB2BGR)

@@ -34,9 +34,12 @@ def run(job: NearJob) -> None:
     history = min(HISTORY, job.start)
     if history and job.earlier is None:
         raise ValueError("an NVDS segment after the first needs the depth before it")
-    size = fit_inside(job.probe, tier)
+    video = job.probe["video"]
+    shown = (video["display_width"], video["display_height"]) if job.picture is None else job.picture.size
+    size = fit_inside(shown, tier)
     count = job.depths.frames + history
-    with FrameReader(job.video, job.probe, start=job.start - history, count=count, size=size) as frames:
+    with FrameReader(job.video, job.probe, start=job.start - history, count=count, size=size,
+                     crop=job.picture) as frames:  # fmt: skip
         if history:
             # Causal: the window sees the raw inputs of the frames before the segment, never their output.
             stabiliser.prime((next(frames), near_from_depth(raw, low, high)) for raw in job.earlier(history))
@@ -45,9 +48,10 @@ def run(job: NearJob) -> None:
             job.write(sky_to_far(stabiliser.step(rgb, near_from_depth(raw, low, high)), raw))
 
 
-def fit_inside(probe: dict, tier: tuple[int, int]) -> tuple[int, int]:
-    """The frame size that fits the NVDS tier keeping the aspect (decoded at this size directly)."""
-    width, height = probe["video"]["display_width"], probe["video"]["display_height"]
+def fit_inside(shown: tuple[int, int], tier: tuple[int, int]) -> tuple[int, int]:
+    """The size that fits a frame (or the picture in its bars) of ``shown`` size into the NVDS tier keeping the
+    aspect (decoded at this size directly)."""
+    width, height = shown
     scale = min(tier[0] / width, tier[1] / height)
     return max(2, round(width * scale) // 2 * 2), max(2, round(height * scale) // 2 * 2)
 

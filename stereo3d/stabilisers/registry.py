@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from stereo3d.runtime.sessions import SessionOptions
+from stereo3d.stereo.bars import Area
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class NearJob:
     earlier: Callable[[int], np.ndarray] | None = None  # earlier(n): raw depth [n, h, w] of the n frames before
     models_dir: Path | None = None
     options: SessionOptions = field(default_factory=SessionOptions)
+    # The area of the frame the depth covers (the picture inside baked-in bars), None for the whole frame: a
+    # method that reads the frames too reads this area of them.
+    picture: Area | None = None
 
 
 @functools.cache

@@ -21,6 +21,7 @@ from stereo3d.io.resume import job_identity
 from stereo3d.models.da3.runtime import DepthModel, placement_for
 from stereo3d.progress import Progress
 from stereo3d.runtime.sessions import SessionOptions, open_session
+from stereo3d.stereo.bars import Area
 from stereo3d.stereo.cuts import picture_change, thumbnail
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,13 @@ def estimate_depth(
     start: int = 0,
     count: int | None = None,
     stop_after: int | None = None,
+    picture: Area | None = None,
 ) -> dict:
     """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``.
+
+    ``picture``: the area of the frame the depth covers (the picture inside baked-in bars; None: the whole frame).
+    It is cut out of each decoded picture before scaling, and it alone is placed in the export: the bars cost no
+    model time, and the model never sees their edge as a depth edge.
 
     The store also carries each frame's picture change against the frame before it (its ``changes`` series;
     the frame before ``start`` is decoded for that alone), from which shot cuts are found later. A job killed
@@ -53,7 +59,8 @@ def estimate_depth(
     contract = DepthModel(session, model)
     opened_s = time.perf_counter() - started
     display = (probe["video"]["display_width"], probe["video"]["display_height"])
-    placed = placement_for(*display, contract.shape, placement)
+    shown = display if picture is None else picture.size
+    placed = placement_for(*shown, contract.shape, placement)
     total = probe["video"]["frame_count"] - start if count is None else count
     attrs = {
         "video": Path(video).name,
@@ -68,7 +75,11 @@ def estimate_depth(
         "bars": round(placed.bars, 4),
         "sky": contract.has_sky,
     }
-    identity = depth_identity(video, model, start, total, placement, batch)
+    # The area of the frame (display pixels) the maps cover, where it is not the whole frame (a video without bars
+    # keeps its stores' old bytes): readers such as the QC figures follow it.
+    if picture is not None:
+        attrs["picture"] = picture.as_list()
+    identity = depth_identity(video, model, start, total, placement, batch, picture)
     store = MapWriter(out, "inverse", attrs=attrs, series=("changes",), resume=identity, masked=contract.has_sky)
     if stop_after is not None and not 0 < stop_after < total:
         raise ValueError(f"stop_after {stop_after} must lie inside the job's {total} frames")
@@ -90,7 +101,8 @@ def estimate_depth(
         first = start + done
         lead = 1 if first > 0 else 0  # the frame before, for the first picture change
         size = (placed.width, placed.height)
-        with FrameReader(video, probe, start=first - lead, count=end - done + lead, size=size) as frames:
+        with FrameReader(video, probe, start=first - lead, count=end - done + lead, size=size,
+                         crop=picture) as frames:  # fmt: skip
             previous = None
             pending: list[np.ndarray] = []
             changes: list[float] = []
@@ -123,7 +135,10 @@ def estimate_depth(
             "session_open_s": round(opened_s, 3), "first_batch_s": round(first_batch_s or 0.0, 3)}  # fmt: skip
 
 
-def depth_identity(video: str | Path, model: str | Path, start: int, count: int, placement: str, batch: int) -> dict:
-    """The identity of the depth job of frames [start, start + count) (``stereo3d.io.resume``): what its store
-    records, so that only the same job continues it, and the preview knows whether a finished store is current."""
-    return job_identity([video, model], start=start, count=count, fit=placement, batch=batch)
+def depth_identity(video: str | Path, model: str | Path, start: int, count: int, placement: str, batch: int,
+                   picture: Area | None = None) -> dict:  # fmt: skip
+    """The identity of the depth job of frames [start, start + count) of the ``picture`` area (None: the whole
+    frame) (``stereo3d.io.resume``): what its store records, so that only the same job continues it, and the
+    preview knows whether a finished store is current."""
+    crop = {} if picture is None else {"picture": picture.as_list()}
+    return job_identity([video, model], start=start, count=count, fit=placement, batch=batch, **crop)

@@ -14,6 +14,7 @@ from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
 from stereo3d.runtime.sessions import SessionOptions
 from stereo3d.stabilisers import NearJob, get_stabiliser
+from stereo3d.stereo.bars import Area
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +29,15 @@ def make_near_maps(
     previous_depth: str | Path | None = None,
     models_dir: str | Path | None = None,
     options: SessionOptions = SessionOptions(),
+    picture: Area | None = None,
 ) -> dict:
     """Write one near map per depth map of the segment ``depth`` to the map store ``out``.
 
     ``settings`` are the video's near settings by their dotted config keys: ``near.*``, ``stabilise.method`` and
     the method's own keys (what the workflow's ``near_settings`` gives). ``plan``, ``previous_depth`` and
     ``models_dir`` are what the method declares it needs (its plan file, the raw depth before the segment, the
-    folder of its models)."""
+    folder of its models). ``picture``: the area of the frame the depth covers (None: the whole frame), for a
+    method that reads the frames too."""
     stabiliser = get_stabiliser(settings["stabilise.method"])
     declared = stabiliser.models(settings) if stabiliser.models and models_dir else []
     models = [Path(models_dir) / Path(name).name for name in declared]
@@ -67,6 +70,7 @@ def make_near_maps(
                         earlier=_earlier(depths, done, previous_depth),
                         models_dir=Path(models_dir) if models_dir else None,
                         options=options,
+                        picture=picture,
                     )
                 )
     return {"frames": progress.done, "fps": progress.finish(), "method": stabiliser.name}

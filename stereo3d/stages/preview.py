@@ -33,6 +33,7 @@ from stereo3d.stabilisers import get_stabiliser
 from stereo3d.stages.depth import depth_identity, estimate_depth
 from stereo3d.stages.near_maps import make_near_maps
 from stereo3d.stages.render import EncodeSettings, render_video
+from stereo3d.stereo.bars import Area
 from stereo3d.stereo.warp import Renderer, StereoSettings
 from stereo3d.workflow.preview import Clip
 
@@ -46,14 +47,15 @@ def preview_depth(video: str | Path, probe: dict, model: str | Path, clip: Clip,
 
     ``full_depth``: the full run's store of ``clip.segment`` (whose first frames the clip is): read when finished,
     else its first frames are computed into its partial store for the full run to continue. ``depth_options``:
-    ``placement``, ``batch``, ``options`` of :func:`estimate_depth`."""
+    ``placement``, ``batch``, ``options``, ``picture`` of :func:`estimate_depth`."""
     name = Path(video).name
     if clip.segment is None or full_depth is None:
         estimate_depth(video, probe, model, out, start=clip.start, count=clip.count, **depth_options)
         source = "its own"
     else:
         first, frames = clip.segment
-        identity = depth_identity(video, model, first, frames, depth_options["placement"], depth_options["batch"])
+        identity = depth_identity(video, model, first, frames, depth_options["placement"], depth_options["batch"],
+                                  depth_options.get("picture"))  # fmt: skip
         if not finished_by(full_depth, identity):
             estimate_depth(video, probe, model, full_depth, start=first, count=frames, stop_after=clip.shared_frames,
                            **depth_options)  # fmt: skip
@@ -103,8 +105,8 @@ def preview_near_maps(video: str | Path, probe: dict, depth: str | Path, lead: s
 
 
 def preview_clip(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
-                 layout: str, encode: EncodeSettings, renderer: Renderer | None = None,
-                 **layout_options) -> dict:  # fmt: skip
+                 layout: str, encode: EncodeSettings, renderer: Renderer | None = None, picture: Area | None = None,
+                 bars: str = "keep", **layout_options) -> dict:  # fmt: skip
     """The clip of ``near``'s frames rendered in ``layout`` at ``stereo``, as an MP4 a browser plays: H.264 in
     8-bit 4:2:0 at the configured quality and preset, whatever codec the full run encodes with."""
     browser = dataclasses.replace(encode, codec="libx264", pix_fmt="yuv420p", deep_codec="same",
@@ -114,7 +116,7 @@ def preview_clip(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.render-") as work:
         rendered = Path(work) / "clip.mkv"
         summary = render_video(video, probe, near, rendered, stereo, layout, browser, renderer=renderer,
-                               **layout_options)  # fmt: skip
+                               picture=picture, bars=bars, **layout_options)  # fmt: skip
         with atomic_output(out) as tmp:
             # faststart: the index first, so the report's player starts before the whole file has loaded
             run_ffmpeg(["-i", ffmpeg_url(rendered), "-map", "0:v", "-c", "copy", "-movflags", "+faststart",
@@ -124,13 +126,14 @@ def preview_clip(video: str | Path, probe: dict, near: str | Path, out: str | Pa
 
 def preview_grid(video: str | Path, probe: dict, near: str | Path, frame: int, out: str | Path,
                  stereo: StereoSettings, divergences: list[float], convergences: list[float],
-                 tile_width: int) -> None:  # fmt: skip
+                 tile_width: int, picture: Area | None = None) -> None:  # fmt: skip
     """A PNG of red-cyan anaglyphs of the still ``frame`` (one of ``near``'s frames), one tile per
-    (``render.divergence_pct``, ``render.convergence``) pair; the rest of ``stereo`` as configured."""
+    (``render.divergence_pct``, ``render.convergence``) pair; the rest of ``stereo`` as configured. ``picture``:
+    the area inside baked-in bars that the near maps cover (None: the whole frame)."""
     with MapReader(near) as maps:
         start = int(maps.attrs.get("start", 0))
         still_near = maps.read(frame - start, 1)[0]
-    image = settings_grid(video, probe, frame, still_near, stereo, divergences, convergences, tile_width)
+    image = settings_grid(video, probe, frame, still_near, stereo, divergences, convergences, tile_width, picture)
     write_png(out, image)
 
 

@@ -1,5 +1,10 @@
 """The probe stage: one source video's streams, frames and timing, written as JSON for the other stages.
 
+The probe also finds where the picture lies in the frame (``video["picture"]``: x, y, width, height in display
+pixels; the whole frame for a video without baked-in bars; see ``stereo3d.stereo.bars``), from a sample of frames
+spread over the video: the DA3 export a video runs through is chosen when the workflow plans, from the picture's
+shape.
+
 A file that is not a video this workflow can convert (empty, truncated, no video stream, 1x1, ...) still gets its
 probe, holding the one-line reason under ``error``: the job succeeds, so the rest of the library and its report
 go on, and the file is not probed again until it changes (its fingerprint is a parameter of the rule).
@@ -9,13 +14,16 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
 
 from stereo3d.errors import BadVideo
 from stereo3d.io.atomic import atomic_output
+from stereo3d.io.decode import sample_frames
 from stereo3d.io.probe import probe_video
+from stereo3d.stereo.bars import SAMPLE_FRAMES, Area, describe, picture_area
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +39,7 @@ def write_probe(source: str | Path, out: str | Path, frames: str | Path, fingerp
     video each time it plans (how many frames, is it good); only the jobs that decode need the times."""
     try:
         info = probe_video(source)
+        info["video"]["picture"] = find_picture(source, info).as_list()
     except BadVideo as exc:
         log.error("%s", exc)
         info = {"path": str(source), "error": str(exc), "frame_pts_s": [], "video": {"keyframes": []}}
@@ -49,6 +58,34 @@ def write_probe(source: str | Path, out: str | Path, frames: str | Path, fingerp
     with atomic_output(out) as tmp:
         tmp.write_text(json.dumps(summary, indent=1) + "\n")
     return info
+
+
+def find_picture(source: str | Path, info: dict, samples: int = SAMPLE_FRAMES) -> Area:
+    """The picture area of a probed video (``probe_video``'s ``info``), logged in one line. A sample the decoder
+    refuses (a damaged stretch) ends the sampling with a warning: the frames before it decide."""
+    video = info["video"]
+    width, height = video["display_width"], video["display_height"]
+    started = time.perf_counter()
+    sampled = [0]
+
+    def frames():
+        try:
+            for _, frame in sample_frames(source, info, samples):
+                sampled[0] += 1
+                yield frame
+        except BadVideo as exc:
+            log.warning("finding the picture: %s; deciding from the %d frames sampled before", exc, sampled[0])
+
+    area = picture_area(frames(), width, height)
+    log.info("%s: %s (%d frames sampled in %.2f s)", Path(source).name, describe(area, width, height), sampled[0],
+             time.perf_counter() - started)  # fmt: skip
+    return area
+
+
+def picture_of(summary: dict) -> Area:
+    """The picture area a probe summary holds (the whole frame in a probe made before pictures were found)."""
+    video = summary["video"]
+    return Area.of(video.get("picture")) or Area.full(video["display_width"], video["display_height"])
 
 
 def load_probe(summary: str | Path, frames: str | Path | None = None) -> dict:

@@ -6,6 +6,11 @@ source's bit depth and colour tags (10-bit and HDR stay so), and its HDR10 stati
 write it (x265, SVT-AV1; see ``stereo3d.io.hdr``). Rotation needs nothing: frames are decoded in display
 orientation and written without a display matrix, so nothing rotates them again. Nor do non-square pixels: frames
 are decoded at the display size in square pixels, and such a source's output is tagged SAR 1:1 to say so.
+
+A video with baked-in bars (its depth covers only the picture area, ``stereo3d.stereo.bars``) has the picture
+rendered on its own, as views of the picture: its edges stay straight, and nothing of a bar moves. With ``bars:
+keep`` the views are put into eyes that hold the source's bars as they are (no parallax: on the screen plane),
+and the settings' percentages stay of the whole frame's width; with ``crop`` each eye is the picture alone.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from stereo3d.io.mapstore import MapReader
 from stereo3d.io.probe import bit_depth, square_pixels
 from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
+from stereo3d.stereo.bars import Area, paste_bars
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import Renderer, StereoSettings
 from stereo3d.stereo.window import apply_floating_window, window_widths
@@ -42,6 +48,9 @@ MAX_SIDE = 16384
 # Frames per encoded piece unless the config says otherwise: the schema's default and config.yaml's value are
 # this one (tests/test_registries.py).
 PIECE_FRAMES = 64
+# What becomes of baked-in bars (render.bars): kept in both eyes as in the source | cut away | none taken as bars
+# (the whole frame is picture: the depth key then names no picture area, so the render never gets one).
+BARS = ("keep", "crop", "ignore")
 
 
 @dataclass(frozen=True)
@@ -94,10 +103,13 @@ class RenderPlan:
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
                  layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings(), *,
                  fov_deg: float = 90.0, eye_px: int = 0, renderer: Renderer | None = None,
-                 window_near: Sequence[str | Path] = ()) -> dict:  # fmt: skip
+                 window_near: Sequence[str | Path] = (), picture: Area | None = None,
+                 bars: str = "keep") -> dict:  # fmt: skip
     """Render every frame of ``near``'s range (its ``start`` attribute onward) to ``layout`` and encode it, video
     only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. ``renderer``: where the views
-    render (None: the CPU, every thread this process may use). Returns a summary for the log.
+    render (None: the CPU, every thread this process may use). ``picture``: the area of the frame the near maps
+    cover (None: the whole frame), and ``bars`` what becomes of the rest (``BARS``). Returns a summary for the
+    log.
 
     With ``stereo.floating_window: auto`` the views get a floating window whose widths are planned from the near
     maps of ``near`` and of ``window_near``, the neighbouring segments' stores within the plan's reach
@@ -109,19 +121,34 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     options = {"fov_deg": fov_deg, "eye_px": eye_px}
     # A renderer of its own is closed at the end (its thread pool, OpenCV's thread count); the caller's is not.
     own = Renderer() if renderer is None else nullcontext(renderer)
+    if bars not in BARS:
+        raise ValueError(f"unknown bars {bars!r} (valid: {', '.join(BARS)})")
+    info = probe["video"]
+    if picture is not None and picture.is_full(info["display_width"], info["display_height"]):
+        picture = None
     with own as renderer, MapReader(near) as nears:
-        plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options)
+        view = None if picture is None or bars != "crop" else picture.size
+        plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options,
+                           view)  # fmt: skip
+        if picture is not None:
+            log.info("%s: the picture %s is rendered on its own; its bars are %s", name, picture,
+                     "cut away" if bars == "crop" else "kept in both eyes as in the source")  # fmt: skip
+        crop = {} if picture is None else {"picture": picture.as_list(), "bars": bars}  # old identity without bars
         # The neighbours' near maps plan the window: pieces rendered under their old maps are not continued.
         identity = job_identity([video, near, *window_near], layout=layout, options=options, encode=asdict(encode),
-                                stereo=asdict(stereo))  # fmt: skip
+                                stereo=asdict(stereo), **crop)  # fmt: skip
         pieces = Pieces(Path(out), identity, plan.start, plan.count, plan.pieces)
         done = pieces.done()
         if done:
             log.info("%s: resuming the render at frame %d of %d", name, plan.start + done, plan.start + plan.count)
+        # The views are of the picture: inside kept bars with the frame's percentages, or cropped as the frame.
+        kept = picture if bars != "crop" else None
+        if kept is not None:
+            stereo = stereo.inside(info["display_width"], picture.width)
         windows = None
         if stereo.floating_window == "auto":
-            info = probe["video"]
-            widths = window_widths([near, *window_near], plan.start, plan.count, info["display_width"], stereo,
+            width = info["display_width"] if picture is None else picture.width
+            widths = window_widths([near, *window_near], plan.start, plan.count, width, stereo,
                                    float(info["fps"]))  # fmt: skip
             log.info("%s: floating window on %d of %d frames, up to %.1f px", name,
                      int((widths.max(axis=1) > 0).sum()), plan.count, float(widths.max(initial=0.0)))  # fmt: skip
@@ -129,8 +156,11 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         progress = Progress(log, f"render {name}", plan.count - done)
         try:
             with FrameReader(video, probe, start=plan.start + done, count=plan.count - done, deep=plan.deep) as frames:
-                render_pieces(plan, pieces, iter(frames), iter(nears.from_frame(done)), stereo, renderer, progress,
-                              windows)  # fmt: skip
+                source = iter(frames)
+                if picture is not None and bars == "crop":
+                    source = (picture.cut(frame) for frame in frames)  # the picture is the frame
+                render_pieces(plan, pieces, source, iter(nears.from_frame(done)), stereo, renderer, progress,
+                              kept, windows)  # fmt: skip
         except StereoError:
             pieces.discard()  # a rerun would fail the same way: nothing to resume
             raise
@@ -141,15 +171,16 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
 
 
 def plan_render(video: str | Path, probe: dict, start: int, count: int, layout: str, encode: EncodeSettings,
-                options: dict) -> RenderPlan:  # fmt: skip
+                options: dict, view: tuple[int, int] | None = None) -> RenderPlan:  # fmt: skip
     """The render of frames ``start`` .. ``start + count`` of ``video`` in ``layout``: the frame size, the encoder
-    and its pixel format, the padding, the pieces and their frame times. Decides from the probe and the settings
+    and its pixel format, the padding, the pieces and their frame times. ``view``: the size of each eye's view
+    where it is not the frame's (the picture alone, its bars cropped away). Decides from the probe and the settings
     alone (a hardware encoder is tried by a one-frame test encode, once per process); an unknown layout, a frame
     too large to encode or a pixel format the encoder cannot take fail here, before any decoding."""
     info = probe["video"]
     get_layout(layout)
     codec, pix_fmt = choose_encoder(info, encode)
-    out_w, out_h = output_size(info["display_width"], info["display_height"], layout, **options)
+    out_w, out_h = output_size(*(view or (info["display_width"], info["display_height"])), layout, **options)
     if max(out_w, out_h) > MAX_SIDE:
         raise BadVideo(
             video,
@@ -198,46 +229,64 @@ def piece_times(pts_s: list[float], first: int, frames: int) -> tuple[float, ...
 
 
 def render_pieces(plan: RenderPlan, pieces: Pieces, frames, near_maps, stereo: StereoSettings, renderer: Renderer,
-                  progress: Progress, windows=None) -> None:  # fmt: skip
+                  progress: Progress, picture: Area | None = None, windows=None) -> None:  # fmt: skip
     """Render and encode each piece not yet done, from the ``frames`` and ``near_maps`` iterators (both at the first
     such piece's first frame) and ``windows``, the floating window's (left, right) widths (None: no window); each
-    piece appears under its name only once complete."""
+    piece appears under its name only once complete. ``picture``: the area of the frames that is rendered, its
+    bars kept (None: the whole frame)."""
     for piece in pieces.todo():
         with VideoEncoder(pieces.path(piece.first), plan.stream, pts_s=piece.pts_s) as encoder:
             for _ in range(piece.frames):
                 window = (0.0, 0.0) if windows is None else tuple(next(windows))
                 packed = stereo_frame(renderer, next(frames), next(near_maps), stereo, plan.layout, plan.options,
-                                      plan.padding, window)  # fmt: skip
+                                      plan.padding, picture, window)  # fmt: skip
                 encoder.write(packed, owned=True)
                 progress.advance(1)
 
 
 def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str,
                  options: dict, padding: tuple[int, int] = (0, 0),
-                 window: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:  # fmt: skip
-    """One output frame: the views of ``frame`` with a floating ``window`` (px masked at the left view's left edge,
-    the right view's right edge: ``window.apply_floating_window``) packed in ``layout``, then ``padding`` (columns,
+                 picture: Area | None = None, window: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:  # fmt: skip
+    """One output frame: the views of ``frame`` (``stereo_views``) packed in ``layout``, then ``padding`` (columns,
     rows) repeating the last column and row. A layout that keeps both views whole has them rendered straight into
     the packed frame (no copy of 2 x 6 MB per 1080p frame)."""
     chosen = get_layout(layout)
     pad_w, pad_h = padding
-    if chosen.eyes is None:
-        left, right = renderer.render_stereo(frame, near, stereo)
-        if any(window):
-            # An eye kept as the original is the frame itself: masked on a copy
-            left, right = (view.copy() if view is frame else view for view in (left, right))
-            apply_floating_window(left, right, *window)
-        packed = chosen.pack(left, right, **options)
-        return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     height, width = frame.shape[:2]
+    if chosen.eyes is None:
+        packed = chosen.pack(*stereo_views(renderer, frame, near, stereo, picture, window), **options)
+        return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     out_w, out_h = chosen.size(width, height, **options)
     packed = np.empty((out_h + pad_h, out_w + pad_w, frame.shape[2]), frame.dtype)
-    views = renderer.render_stereo(frame, near, stereo, out=chosen.eyes(packed, width, height))
-    if any(window):
-        apply_floating_window(*views, *window)
+    stereo_views(renderer, frame, near, stereo, picture, window, out=chosen.eyes(packed, width, height))
     packed[:, out_w:] = packed[:, out_w - 1 : out_w]
     packed[out_h:] = packed[out_h - 1 : out_h]
     return packed
+
+
+def stereo_views(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings,
+                 picture: Area | None = None, window: tuple[float, float] = (0.0, 0.0),
+                 out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The left and right views of ``frame`` (into ``out``, two arrays of its shape, or new ones; without ``out``
+    an eye kept as the original may be ``frame`` itself), in three steps: the views of the picture (the whole frame,
+    or the ``picture`` area that ``near`` covers inside bars that are kept, rendered from its area of ``frame`` into
+    its area of each eye); the floating ``window`` at the picture's edges (px masked at the left view's left edge,
+    the right view's right edge: ``window.apply_floating_window``); then the frame's bars pasted around the
+    picture as they are."""
+    if picture is None:
+        views = renderer.render_stereo(frame, near, stereo, out=out)
+        if any(window):
+            views = tuple(view.copy() if view is frame else view for view in views)  # the frame is not masked
+            apply_floating_window(*views, *window)
+        return views
+    eyes = out if out is not None else (np.empty_like(frame), np.empty_like(frame))
+    inner = (picture.cut(eyes[0]), picture.cut(eyes[1]))
+    renderer.render_stereo(picture.cut(frame), near, stereo, out=inner)
+    if any(window):
+        apply_floating_window(*inner, *window)
+    for eye in eyes:
+        paste_bars(eye, frame, picture)
+    return eyes
 
 
 class Pieces:

@@ -25,7 +25,7 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import cv2
 import numpy as np
@@ -66,6 +66,14 @@ class StereoSettings:
 
     def zero_plane(self) -> float:
         return 1.0 - self.convergence
+
+    def inside(self, width: int, picture_width: int) -> StereoSettings:
+        """The settings that give a picture ``picture_width`` wide, shown inside a frame ``width`` wide (baked-in
+        bars kept), the parallax in pixels that these settings give the frame: their percentages are of the width
+        the viewer sees, and the picture is rendered on its own."""
+        ratio = width / picture_width
+        return replace(self, divergence_pct=self.divergence_pct * ratio, ipd_offset_pct=self.ipd_offset_pct * ratio,
+                       border_taper_pct=min(50.0, self.border_taper_pct * ratio))  # fmt: skip
 
     @classmethod
     def from_config(cls, section: dict) -> StereoSettings:

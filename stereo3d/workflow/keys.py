@@ -19,36 +19,48 @@ from stereo3d.models.da3.runtime import PLACEMENTS
 from stereo3d.models.da3.tiers import FIT_PLACEMENT, export_shape
 from stereo3d.models.names import DA3_VARIANTS
 from stereo3d.stabilisers import get_stabiliser
+from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import get_layout
 
-DEPTH_KEY = re.compile(rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)x([0-9]+)_(float|u8)_({'|'.join(PLACEMENTS)})(_fast)?")
+DEPTH_KEY = re.compile(
+    rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)x([0-9]+)_(float|u8)_({'|'.join(PLACEMENTS)})"
+    r"(?:_crop([0-9]+)x([0-9]+)\+([0-9]+)\+([0-9]+))?(_fast)?"
+)
 NEAR_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
 RENDER_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
 
 
-def depth_key(da3: dict, display: tuple[int, int] | None = None, precision: str = "exact") -> str:
+def depth_key(
+    da3: dict, display: tuple[int, int] | None = None, precision: str = "exact", picture: Area | None = None
+) -> str:
     """``da3_small_518x294_u8_letterbox``: variant, the export's width x height, contract and how the frame is
-    placed in it (readable: the depth is the costly stage), and ``_fast`` where ``runtime.precision: fast`` lets
-    the device compute it in bf16/fp16/TF32 (other numbers). ``display`` is the video's display size, which picks
-    the aspect tier under ``fit: aspect``. The key names what the depth depends on, not the settings that chose
+    placed in it (readable: the depth is the costly stage), ``_crop<W>x<H>+<X>+<Y>`` where the depth covers only
+    the ``picture`` area of the frame (baked-in bars, ``stereo3d.stereo.bars``; None: the whole frame), and
+    ``_fast`` where ``runtime.precision: fast`` lets the device compute it in bf16/fp16/TF32 (other numbers).
+    ``display`` is the video's display size; it, or the picture's size where there is one, picks the aspect tier
+    under ``fit: aspect``. The key names what the depth depends on, not the settings that chose
     it: tiers that change no video's export, or fit aspect vs letterbox for a square video, move no depth; nor
     does the provider, whose float32 results agree within the export's validation tolerance."""
-    width, height = export_shape(da3, display)
+    width, height = export_shape(da3, picture.size if picture is not None else display)
     contract = "u8" if da3["contract"] == "uint8" else "float"
+    crop = "" if picture is None else f"_crop{picture}"
     fast = "_fast" if precision == "fast" else ""
-    return f"da3_{da3['variant']}_{width}x{height}_{contract}_{FIT_PLACEMENT[da3['fit']]}{fast}"
+    return f"da3_{da3['variant']}_{width}x{height}_{contract}_{FIT_PLACEMENT[da3['fit']]}{crop}{fast}"
 
 
 def parse_depth_key(key: str) -> dict:
     """Inverse of :func:`depth_key`: the export (``variant``, ``shape`` as (width, height), ``contract``), the
-    ``placement`` of the frame in it and the ``precision`` of the arithmetic."""
+    ``placement`` of the frame in it, the ``picture`` area the depth covers (an ``Area``; None: the whole frame)
+    and the ``precision`` of the arithmetic."""
     match = DEPTH_KEY.fullmatch(key)
     if not match:
         raise ValueError(f"not a depth key: {key!r}")
-    variant, width, height, contract, placement, fast = match.groups()
+    variant, width, height, contract, placement, *crop, fast = match.groups()
     contract = "uint8" if contract == "u8" else "float"
+    crop_w, crop_h, x, y = crop
+    picture = None if crop_w is None else Area(int(x), int(y), int(crop_w), int(crop_h))
     return {"variant": variant, "shape": (int(width), int(height)), "contract": contract, "placement": placement,
-            "precision": "fast" if fast else "exact"}  # fmt: skip
+            "picture": picture, "precision": "fast" if fast else "exact"}  # fmt: skip
 
 
 # The keys that change a video's near maps, whatever its method; its stabiliser adds the keys it declares.
@@ -61,6 +73,9 @@ RENDER_KEYS = (
     "encode.codec", "encode.crf", "encode.preset", "encode.pix_fmt", "encode.deep_codec", "encode.stereo_signal",
     "encode.piece_frames",
 )  # fmt: skip
+# Read by the render of a video whose picture does not fill its frame (its depth key then names the picture area)
+# and, through that area, by the depth key (ignore: the whole frame). A video without bars moves nothing for them.
+BARS_KEYS = ("render.bars",)
 MUX_ONLY = ("encode.container",)  # read by the final mux (rule join) alone
 
 
@@ -71,11 +86,12 @@ def near_settings(sections: dict, config: dict) -> dict[str, Any]:
     return {key: setting(sections, config, key) for key in (*NEAR_KEYS, *stabiliser.keys)}
 
 
-def render_settings(sections: dict) -> dict[str, Any]:
-    """The video's render settings, ``{dotted key: value}``: RENDER_KEYS and the options of its layout."""
+def render_settings(sections: dict, bars: bool = False) -> dict[str, Any]:
+    """The video's render settings, ``{dotted key: value}``: RENDER_KEYS, BARS_KEYS where the video has ``bars``
+    (a picture area smaller than its frame), and the options of its layout."""
     layout = get_layout(sections["render"]["layout"])
     options = tuple(f"render.{name}" for name in sorted(layout.options))
-    return {key: setting(sections, {}, key) for key in (*RENDER_KEYS, *options)}
+    return {key: setting(sections, {}, key) for key in (*RENDER_KEYS, *(BARS_KEYS if bars else ()), *options)}
 
 
 def setting(sections: dict, config: dict, dotted: str) -> Any:

@@ -1,7 +1,8 @@
 """What the workflow builds for each video of the library, and where: its settings, their cache keys, the models
 it needs and its finished files. Plain Python, tested without Snakemake. Almost everything is known when the
-Snakefile is parsed; what a checkpoint knows is handed in by common.smk: the segments, and each video's display
-size (``display_of``), from which ``da3.fit: aspect`` picks the video's DA3 export.
+Snakefile is parsed; what a checkpoint knows is handed in by common.smk: the segments, each video's display
+size (``display_of``) and the picture area inside it (``picture_of``: baked-in bars), from which ``da3.fit:
+aspect`` picks the video's DA3 export and its depth key.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from stereo3d.models.names import da3_onnx_name, da3_weights_folder, nvds_onnx_n
 from stereo3d.models.validation import validation_path
 from stereo3d.stabilisers import Stabiliser, get_stabiliser
 from stereo3d.stages.probe import probe_failed
+from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.stereo.warp import StereoSettings
 from stereo3d.workflow import keys
@@ -37,6 +39,7 @@ class Targets:
         settings: dict[str, dict],
         videos: dict[str, Path],
         display_of: Callable[[str], tuple[int, int]] | None = None,
+        picture_of: Callable[[str], Area] | None = None,
     ):
         self.config, self.settings = config, settings
         self.paths = Paths(config["paths"])
@@ -48,6 +51,8 @@ class Targets:
         self.failed: dict[str, dict] = {}
         # video -> (display width, display height), from its probe: a checkpoint's output, which common.smk reads.
         self.display_of = display_of
+        # video -> the picture area of its frame (stereo3d.stereo.bars), from its probe.
+        self.picture_of = picture_of
 
     def link_sources(self) -> None:
         """Give each source its link and fingerprint under the work folder (stereo3d.workflow.sources), and leave
@@ -88,8 +93,9 @@ class Targets:
     def near_settings(self, video: str) -> dict:
         return keys.near_settings(self.settings[video], self.config)
 
-    def render_settings(self, video: str) -> dict:
-        return keys.render_settings(self.settings[video])
+    def render_settings(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> dict:
+        """``display`` and ``area`` from a probe on disk (prune), else from its reader."""
+        return keys.render_settings(self.settings[video], bars=self.picture(video, display, area) is not None)
 
     def stereo_settings(self, video: str) -> dict:
         """The renderer's geometry settings alone (what the QC figures draw with; the layout and encoder don't
@@ -100,25 +106,44 @@ class Targets:
         return get_stabiliser(self.settings[video]["stabilise"]["method"])
 
     def needs_display(self, video: str) -> bool:
-        """Whether the video's DA3 export depends on its shape (``fit: aspect``), i.e. on its probe."""
-        return self.settings[video]["da3"]["fit"] == "aspect"
+        """Whether the video's depth key depends on its probe: on its shape (``fit: aspect``), or on the picture
+        area inside its frame (unless ``render.bars: ignore``)."""
+        return self.settings[video]["da3"]["fit"] == "aspect" or self.uses_bars(video)
+
+    def uses_bars(self, video: str) -> bool:
+        """Whether depth and render work on the picture inside baked-in bars (``render.bars``: keep or crop)."""
+        return self.settings[video]["render"]["bars"] != "ignore"
 
     def display(self, video: str) -> tuple[int, int] | None:
-        if not self.needs_display(video):
+        if self.settings[video]["da3"]["fit"] != "aspect":
             return None
         if self.display_of is None:
             raise RuntimeError(f"{video}: its display size is needed (fit aspect) and no probe reader is set")
         return self.display_of(video)
 
-    def depth_key(self, video: str, display: tuple[int, int] | None = None) -> str:
+    def picture(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> Area | None:
+        """The picture area the video's depth covers, None for the whole frame: no bars found, or ``render.bars:
+        ignore``. ``display`` and ``area`` come from a probe on disk (prune), else from the probe's reader."""
+        if not self.uses_bars(video):
+            return None
+        if area is None:
+            if self.picture_of is None or self.display_of is None:
+                raise RuntimeError(f"{video}: its picture area is needed (render.bars) and no probe reader is set")
+            display, area = self.display_of(video), self.picture_of(video)
+        return None if area.is_full(*display) else area
+
+    def depth_key(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> str:
+        """The video's depth key; ``display`` and ``area`` from a probe on disk (prune), else from its reader."""
         precision = self.config["runtime"]["precision"]
-        return keys.depth_key(self.settings[video]["da3"], display or self.display(video), precision)
+        da3 = self.settings[video]["da3"]
+        shown = (display if display is not None else self.display(video)) if da3["fit"] == "aspect" else None
+        return keys.depth_key(da3, shown, precision, self.picture(video, display, area))
 
     def near_key(self, video: str) -> str:
         return keys.near_key(self.near_settings(video))
 
-    def render_key(self, video: str) -> str:
-        return keys.render_key(self.render_settings(video))
+    def render_key(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> str:
+        return keys.render_key(self.render_settings(video, display, area))
 
     def result(self, video: str) -> str:
         tag = LAYOUT_TAGS[self.settings[video]["render"]["layout"]]
@@ -126,7 +151,9 @@ class Targets:
 
     def da3_model(self, video: str) -> str:
         s = self.settings[video]["da3"]
-        return self.da3_export(s["variant"], export_shape(s, self.display(video)), s["contract"])
+        picture = self.picture(video)
+        shape = export_shape(s, picture.size if picture is not None else self.display(video))
+        return self.da3_export(s["variant"], shape, s["contract"])
 
     def near_models(self, video: str) -> list[str]:
         """The model files the video's stabiliser opens (none for most)."""

@@ -9,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 from stereo3d.demo.samples import DEMO_CLIPS, DEMO_FOLDER
 from stereo3d.errors import StereoError
 from stereo3d.models.names import DA3_STEM
-from stereo3d.stages.probe import probe_failed
+from stereo3d.stages.probe import picture_of, probe_failed
 from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.workflow import keys
 from stereo3d.workflow.config import load_schema, validate_config
@@ -61,6 +61,11 @@ def display(video):
     return display_size(probed(video))
 
 
+def picture(video):
+    """The picture area inside the video's frame (baked-in bars), from its probe."""
+    return picture_of(probed(video))
+
+
 def probe_on_disk(video):
     """The video's probe summary if its probe has run (no probe job is scheduled for it), else None."""
     path = Path(fill(P.probe, video=video))
@@ -87,7 +92,7 @@ def _targets():
     settings, videos = per_video_settings(
         config, CONFIG_SCHEMA, sheet_schema, sheet, library, folder
     )
-    return Targets(config, settings, videos, display_of=display)
+    return Targets(config, settings, videos, display_of=display, picture_of=picture)
 
 
 at_parse_time(_validated_config)
@@ -122,13 +127,12 @@ def failures():
 
 
 def probed_on_disk(video):
-    """The video's display size from a probe already on disk (no probe job is scheduled), else None."""
+    """The video's display size and picture area from a probe already on disk (no probe job is scheduled),
+    else None."""
     summary = probe_on_disk(video)
-    return (
-        None
-        if summary is None or probe_failed(summary) is not None
-        else display_size(summary)
-    )
+    if summary is None or probe_failed(summary) is not None:
+        return None
+    return display_size(summary), picture_of(summary)
 
 
 def summarise_failures():

@@ -157,17 +157,19 @@ def get_demo_outputs(wildcards):
 
 def get_prune_videos(wildcards):
     """Each video of the library with its current keys (what `prune` keeps). A video not probed yet whose depth
-    key needs its shape (fit aspect) gets none: prune then leaves its folders alone."""
+    key needs its probe (its shape under fit aspect, its picture area) gets none: prune then leaves its folders
+    alone."""
     videos = {}
     for v in T.all_videos:
         shown = probed_on_disk(v)
         if T.needs_display(v) and shown is None:
             videos[v] = None
             continue
+        shape = shown or (None, None)
         videos[v] = dict(
-            dkey=T.depth_key(v, shown),
+            dkey=T.depth_key(v, *shape),
             nkey=T.near_key(v),
-            rkey=T.render_key(v),
+            rkey=T.render_key(v, *shape),
             plan=T.stabiliser(v).plan is not None,
         )
     return videos
