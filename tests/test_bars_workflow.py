@@ -16,8 +16,10 @@ from stereo3d.io.probe import probe_video
 W, H, FRAMES = 160, 90, 12
 PICTURE = (20, 0, 120, 90)  # x, y, width, height: 4:3 in 16:9
 TV_KEY = "da3_small_140x112_u8_letterbox_crop120x90+20+0"  # the 4:3 tier (140x112) on the picture
-# Lossless x264: the bars of the output can be compared with the source's exactly.
+# Lossless x264: the bars of the output can be compared with the source's exactly. No floating window: it would
+# mask the picture's edge columns on purpose (tests/test_window.py), where this module checks they are picture.
 LOSSLESS = {"encode": {"crf": 0, "preset": "ultrafast", "piece_frames": 8}}
+NO_WINDOW = {"floating_window": "off"}
 
 
 def pillarboxed(path):
@@ -37,7 +39,7 @@ def library(tmp_path_factory):
         tmp_path_factory, "bars", exports=("da3_small_140x112_u8.onnx", "da3_small_140x84_u8.onnx")
     )
     pillarboxed(workdir / "videos" / "tv.mp4")
-    write_config(workdir, **LOSSLESS)
+    write_config(workdir, **LOSSLESS, render=NO_WINDOW)
     snakemake(workdir)
     return workdir
 
@@ -76,16 +78,18 @@ def test_the_bars_are_the_sources_in_both_eyes_and_the_picture_edges_are_straigh
 
 
 def test_the_bars_setting_reruns_the_render_and_crop_gives_the_picture_alone(library):
-    write_config(library, **LOSSLESS, render={"bars": "ignore"})  # all picture: depth from the frame, 16:9 tier
+    write_config(
+        library, **LOSSLESS, render={**NO_WINDOW, "bars": "ignore"}
+    )  # all picture: depth from the frame, 16:9 tier
     assert planned_jobs(library) == {"depth": 1, "near_plan": 1, "near_maps": 1, "render": 1, "join": 1,
                                      "qc_video": 1, "qc_library": 1, "qc_exports": 1}  # fmt: skip
-    write_config(library, **LOSSLESS, render={"bars": "crop"})
+    write_config(library, **LOSSLESS, render={**NO_WINDOW, "bars": "crop"})
     assert planned_jobs(library) == {"render": 1, "join": 1, "qc_library": 1}
     snakemake(library)
     out = decoded(library / "results/tv/tv_LRF_Full_SBS.mp4")
     assert out.shape == (FRAMES, H, 2 * 120, 3)
     assert (out[:, :, [0, 119, 120, 239]].max(axis=-1) > 24).all()  # each eye is picture to its edges
-    write_config(library, **LOSSLESS)  # back to keep: the depth and near maps are still there
+    write_config(library, **LOSSLESS, render=NO_WINDOW)  # back to keep: the depth and near maps are still there
     assert planned_jobs(library) == {"render": 1, "join": 1, "qc_library": 1}
 
 

@@ -103,7 +103,7 @@ def settings_grid(
     tile_w = min(tile_width, width) // 2 * 2
     tile_h = max(2, round(tile_w * height / width) // 2 * 2)
     with FrameReader(source, probe, start=frame, count=1, size=(tile_w, tile_h), crop=picture) as reader:
-        picture = next(iter(reader))  # RGB
+        still = next(iter(reader))  # RGB
     times = frame_times(probe)
     lines = [
         _label_row([f"frame {frame}  t = {times[frame]:.2f} s"], (tile_w + 4) * len(convergences), align_left=True),
@@ -116,7 +116,7 @@ def settings_grid(
                 chosen = dataclasses.replace(settings, divergence_pct=float(divergence), convergence=float(convergence))
                 if picture is not None:
                     chosen = chosen.inside(video["display_width"], picture.width)
-                left, right = renderer.render_stereo(picture, near, chosen)
+                left, right = renderer.render_stereo(still, near, chosen)
                 current = (divergence, convergence) == (settings.divergence_pct, settings.convergence)
                 tile = cv2.cvtColor(anaglyph_dubois(left, right), cv2.COLOR_RGB2BGR)
                 tiles.append(_pad(tile, colour=CURRENT_COLOUR if current else PAPER))
