@@ -39,7 +39,7 @@ def test_the_rules_that_open_model_sessions_are_exactly_the_gpu_rules(rules):
     # stereo3d.workflow.scripting.session_options, which every ONNX Runtime stage calls.
     leasing = {name for name, rule in scripted.items() if "session_options(" in script_text(rule)}
     gpu = {name for name, rule in rules.items() if "gpu" in rule.resources}
-    assert leasing == gpu == {"depth", "near_maps"}
+    assert leasing == gpu == {"depth", "near_maps", "preview_depth", "preview_near_maps"}
     for name in gpu:
         assert rules[name].resources["gpu"] == 1
 
