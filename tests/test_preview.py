@@ -41,6 +41,8 @@ def test_clips_are_spread_over_the_video_and_start_its_segments_where_they_can()
     assert preview_clips(1000, 25.0, 3, 2.0, 0) == [Clip(0, 50, (0, 1000)), Clip(475, 50), Clip(808, 50)]
     # A segment the clip's chunk would finish is not shared; a video shorter than the clips gives fewer.
     assert preview_clips(30, 24.0, 3, 1.0, 32) == [Clip(0, 24)]
+    # The second clip took the last segment start: the third, which would overlap it, moves past it.
+    assert preview_clips(96, 24.0, 3, 1.0, 48) == [Clip(0, 24, (0, 48)), Clip(48, 24, (48, 48)), Clip(72, 24)]
     assert grid_still(preview_clips(120, 24.0, 3, 0.5, 40)) == (Clip(40, 12, (40, 40)), 46)
 
 

@@ -31,8 +31,8 @@ class Clip:
 
 def preview_clips(frame_count: int, fps: float, clips: int, seconds: float, segment_frames: int) -> list[Clip]:
     """``clips`` clips of ``seconds`` each (at least one frame, at most the video), centred on evenly spread
-    points of the video (the middles of ``clips`` equal parts); a clip that would overlap an earlier one is left out
-    (a video shorter than the clips gets fewer).
+    points of the video (the middles of ``clips`` equal parts); a clip that would overlap an earlier one moves just
+    past it, or is left out where the video has no room left (a video shorter than the clips gets fewer).
 
     A clip moves to the start of the nearest depth segment (``segment_frames``, as the full run cuts the video)
     when that start lies within its part of the video, no other clip took it, and the segment is longer than the
@@ -51,9 +51,15 @@ def preview_clips(frame_count: int, fps: float, clips: int, seconds: float, segm
             nearest = min(candidates, key=lambda s: abs(s[0] - start))
             if abs(nearest[0] - start) <= part / 2 and nearest[0] + count <= frame_count:
                 clip = Clip(nearest[0], count, nearest)
-        if not any(c.start < clip.start + clip.count and clip.start < c.start + c.count for c in chosen):
-            taken.add(clip.start)
-            chosen.append(clip)
+        ahead = [c for c in chosen if c.start < clip.start + clip.count and clip.start < c.start + c.count]
+        if ahead:  # past the clips it would overlap, with depth of its own, where the video leaves room
+            clip = Clip(max(c.start + c.count for c in ahead), count)
+            if clip.start + count > frame_count or any(
+                c.start < clip.start + count and clip.start < c.start + c.count for c in chosen
+            ):
+                continue
+        taken.add(clip.start)
+        chosen.append(clip)
     return sorted(chosen, key=lambda c: c.start)
 
 
