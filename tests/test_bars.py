@@ -108,7 +108,7 @@ def test_deep_frames_are_read_at_their_top_eight_bits():
 # --- the render of a picture inside bars -----------------------------------------------------------------------
 
 
-def rendered(picture: Area | None, layout: str = "full_sbs") -> np.ndarray:
+def rendered(picture: Area | None, layout: str = "full_sbs", window: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
     from stereo3d.stages.render import stereo_frame
     from stereo3d.stereo.warp import Renderer, StereoSettings
 
@@ -119,7 +119,7 @@ def rendered(picture: Area | None, layout: str = "full_sbs") -> np.ndarray:
     with Renderer(threads=1) as renderer:
         if picture is not None:
             stereo = stereo.inside(W, picture.width)
-        return frame, stereo_frame(renderer, frame, near, stereo, layout, {}, picture=picture)
+        return frame, stereo_frame(renderer, frame, near, stereo, layout, {}, picture=picture, window=window)
 
 
 def test_kept_bars_are_the_sources_in_both_eyes_and_the_picture_edges_are_straight():
@@ -134,6 +134,20 @@ def test_kept_bars_are_the_sources_in_both_eyes_and_the_picture_edges_are_straig
     _, whole = rendered(None)
     edges = [np.flatnonzero(whole[row, :W].max(axis=1) > 24)[[0, -1]] for row in range(H)]
     assert len({tuple(edge) for edge in edges}) > 1
+
+
+def test_a_floating_window_masks_the_pictures_edges_and_leaves_the_bars_as_they_are():
+    frame, plain = rendered(PILLARBOX)
+    _, masked = rendered(PILLARBOX, window=(4.0, 6.0))
+    outside = np.ones((H, W), bool)
+    PILLARBOX.cut(outside)[:] = False
+    left_edge, right_edge = PILLARBOX.x, PILLARBOX.x + PILLARBOX.width - 1
+    for eye in (masked[:, :W], masked[:, W:]):
+        assert np.array_equal(eye[outside], frame[outside])  # the bars exactly, no mask in them
+    # The left eye's first picture columns and the right eye's last go dark; the other edges are untouched.
+    assert masked[:, left_edge, :].max() == 0 and masked[:, W + right_edge, :].max() == 0
+    assert np.array_equal(masked[:, left_edge + 8 : W], plain[:, left_edge + 8 : W])
+    assert np.array_equal(masked[:, W : W + right_edge - 10], plain[:, W : W + right_edge - 10])
 
 
 def test_a_layout_that_packs_copies_gets_the_same_eyes():
