@@ -1,15 +1,11 @@
 """Near maps of one segment from its raw depth, stabilised over time (rule near_maps)."""
 
-from pathlib import Path
-
 from stereo3d.stages.near_maps import make_near_maps
 from stereo3d.stages.probe import load_probe
-from stereo3d.workflow.keys import parse_depth_key
-from stereo3d.workflow.scripting import bad_source_record, run_guarded, session_options, setup_logging, source_of
+from stereo3d.workflow.scripting import bad_source_record, near_job, run_guarded, setup_logging, source_of
 
 
 def main():
-    key = parse_depth_key(snakemake.wildcards.dkey)
     make_near_maps(
         video=source_of(snakemake),
         probe=load_probe(snakemake.input.probe, snakemake.input.frames),
@@ -18,15 +14,7 @@ def main():
         settings=snakemake.params.near,
         plan=snakemake.input.plan or None,
         previous_depth=snakemake.input.previous_depth or None,
-        models_dir=Path(snakemake.input.models[0]).parent if snakemake.input.models else None,
-        # Runtime settings are speed only: read from config, not params, so they trigger no rerun.
-        # NVDS runs in the precision of the depth it stabilises (its maps are stored under that depth key).
-        options=session_options(
-            snakemake.config["runtime"],
-            models_dir=snakemake.config["paths"]["models"],
-            precision=key["precision"],
-        ),
-        picture=key["picture"],
+        **near_job(snakemake),
     )
 
 

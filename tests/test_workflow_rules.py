@@ -36,8 +36,10 @@ def script_text(rule) -> str:
 def test_the_rules_that_open_model_sessions_are_exactly_the_gpu_rules(rules):
     scripted = {name: rule for name, rule in rules.items() if rule.script}
     # A script takes its device (a scheduler's CUDA_VISIBLE_DEVICES, else a locked slot of runtime.gpus) through
-    # stereo3d.workflow.scripting.session_options, which every ONNX Runtime stage calls.
-    leasing = {name for name, rule in scripted.items() if "session_options(" in script_text(rule)}
+    # stereo3d.workflow.scripting.session_options, which every ONNX Runtime stage calls, itself or through the
+    # depth and near-map jobs' arguments (depth_job, near_job).
+    calls = ("session_options(", "depth_job(", "near_job(")
+    leasing = {name for name, rule in scripted.items() if any(call in script_text(rule) for call in calls)}
     gpu = {name for name, rule in rules.items() if "gpu" in rule.resources}
     assert leasing == gpu == {"depth", "near_maps", "preview_depth", "preview_near_maps"}
     for name in gpu:

@@ -47,37 +47,31 @@ def read_hdr10(frame) -> dict | None:
 
 
 def x265_hdr10(hdr10: dict) -> list[str]:
-    """x265's options for ``hdr10`` (``master-display``, ``max-cll``: written as SEI on every key frame)."""
-    params = []
-    display = hdr10.get("mastering_display")
-    if display:
-        params.append(
-            "master-display="
-            + "".join(f"{tag}({x},{y})" for tag, (x, y) in _primaries(display))
-            + f"L({display['max_luminance']},{display['min_luminance']})"
-        )
-    light = hdr10.get("content_light")
-    if light:
-        params.append(f"max-cll={light[0]},{light[1]}")
-    return ["-x265-params", ":".join(params)] if params else []
+    """x265's options for ``hdr10`` (``master-display``, ``max-cll``: written as SEI on every key frame), in x265's
+    own units, those the metadata is kept in."""
+    return _encoder_params("-x265-params", "master-display", "max-cll", hdr10, str, str)
 
 
 def svtav1_hdr10(hdr10: dict) -> list[str]:
     """SVT-AV1's options for ``hdr10`` (``mastering-display``, ``content-light``: written as metadata OBUs). SVT-AV1
     takes the same notation as x265 in plain numbers (0.68, 1000 cd/m²); AV1 itself stores them coarser
     (chromaticity in 1/65536, minimum luminance in 1/16384 cd/m²)."""
+    return _encoder_params("-svtav1-params", "mastering-display", "content-light", hdr10, _chromaticity, _luminance)
+
+
+def _encoder_params(option: str, display_name: str, light_name: str, hdr10: dict, chromaticity, luminance) -> list[str]:
+    """``option`` with the ``key=value`` list of the mastering display (``G(x,y)B(x,y)R(x,y)WP(x,y)L(max,min)``,
+    numbers written by ``chromaticity`` and ``luminance``) and the content light level, of those ``hdr10`` has."""
     params = []
     display = hdr10.get("mastering_display")
     if display:
-        params.append(
-            "mastering-display="
-            + "".join(f"{tag}({_chromaticity(x)},{_chromaticity(y)})" for tag, (x, y) in _primaries(display))
-            + f"L({_luminance(display['max_luminance'])},{_luminance(display['min_luminance'])})"
-        )
+        primaries = "".join(f"{tag}({chromaticity(x)},{chromaticity(y)})" for tag, (x, y) in _primaries(display))
+        params.append(f"{display_name}={primaries}"
+                      f"L({luminance(display['max_luminance'])},{luminance(display['min_luminance'])})")  # fmt: skip
     light = hdr10.get("content_light")
     if light:
-        params.append(f"content-light={light[0]},{light[1]}")
-    return ["-svtav1-params", ":".join(params)] if params else []
+        params.append(f"{light_name}={light[0]},{light[1]}")
+    return [option, ":".join(params)] if params else []
 
 
 def _mastering_display(side_data) -> dict | None:

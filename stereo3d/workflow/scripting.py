@@ -105,6 +105,62 @@ def session_options(
     )
 
 
+def depth_job(smk) -> dict:
+    """The depth stage's arguments that a job (rule depth, preview_depth) takes from its depth key and the config:
+    how the frame is placed, the batch, the picture inside baked-in bars, and the session. Batch and runtime are
+    speed settings: read from config, not params, so they trigger no rerun (the batch is part of a depth job's
+    identity, so the preview takes the full run's). The precision changes the numbers: it comes from the depth
+    key, under which the maps are stored."""
+    from stereo3d.workflow.keys import parse_depth_key
+
+    key = parse_depth_key(smk.wildcards.dkey)
+    batch = smk.config["da3"]["batch"]
+    options = session_options(smk.config["runtime"], gpu_mem_limit=False, models_dir=smk.config["paths"]["models"],
+                              precision=key["precision"], max_batch=batch)  # fmt: skip
+    return {"placement": key["placement"], "batch": batch, "picture": key["picture"], "options": options}
+
+
+def near_job(smk) -> dict:
+    """The near-map stage's arguments that a job (rule near_maps, preview_near_maps) takes from its inputs, depth
+    key and config: the NVDS models' folder, the session (runtime: speed only, read from config; NVDS runs in the
+    precision of the depth it stabilises, whose key its maps are stored under) and the picture inside bars."""
+    from stereo3d.workflow.keys import parse_depth_key
+
+    key = parse_depth_key(smk.wildcards.dkey)
+    return {
+        "models_dir": Path(smk.input.models[0]).parent if smk.input.models else None,
+        "options": session_options(
+            smk.config["runtime"], models_dir=smk.config["paths"]["models"], precision=key["precision"]
+        ),  # fmt: skip
+        "picture": key["picture"],
+    }
+
+
+def render_job(smk) -> dict:
+    """The render's arguments that a job (rule render, preview_render) takes from its params (the dotted render
+    settings, ``keys.render_settings``), depth key and config: stereo and encode settings, the layout and its
+    options, the picture inside bars and what becomes of them, and a renderer on the job's device (a speed
+    setting: read from config, so it triggers no rerun)."""
+    from stereo3d.stages.render import EncodeSettings
+    from stereo3d.stereo.layouts import layout_options
+    from stereo3d.stereo.warp import Renderer, StereoSettings
+    from stereo3d.workflow.keys import parse_depth_key, section_of
+
+    settings = smk.params.render
+    render, encode = section_of(settings, "render"), section_of(settings, "encode")
+    runtime = smk.config["runtime"]
+    return {
+        "stereo": StereoSettings.from_config(render),
+        "layout": render["layout"],
+        "encode": EncodeSettings.from_config(encode),
+        **layout_options(render["layout"], render),
+        "renderer": Renderer(runtime["render_device"], render_device_id(runtime), threads=smk.threads),
+        # The picture the near maps cover is named by the depth key they are stored under.
+        "picture": parse_depth_key(smk.wildcards.dkey)["picture"],
+        "bars": render.get("bars", "keep"),  # a setting of a video with bars only (keys.BARS_KEYS)
+    }
+
+
 def render_device_id(runtime: dict) -> int:
     """The GPU a render job draws on: device 0 of what a scheduler made visible (CUDA_VISIBLE_DEVICES), else the
     first of ``runtime.gpus``. No slot is locked: rendering takes a few MB and milliseconds per frame, and may
