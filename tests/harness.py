@@ -10,23 +10,26 @@ their clips.
 The tests' tiers are the defaults less 2.39:1, which no test clip takes: 16:9, 4:3, 9:16 and 1:1 (also the
 square export of the letterbox fit), four exports in two rounds on two cores. Which tier a shape takes is
 test_tiers.py's; here the point is that each clip runs through the tier it takes.
+
+Each Snakemake run is a new process, forked from a server that has imported Snakemake already
+(tests/snakemake_server.py): the tests start about a hundred, and the import was two thirds of a short run's CPU.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from snakemake_server import SnakemakeServer
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 DA3_WEIGHTS = "weights/DA3/Small/model.safetensors"
 DA3_MODELS = "models/DA3"  # every tier's export at side 140, and its validation report
 PARTIAL = ".partial-"  # stereo3d.io.atomic's temporary names
@@ -38,26 +41,35 @@ TARGET_RULES = ("total", "all", "exports")
 TIERS = ["16:9", "4:3", "1:1", "9:16"]
 
 _cache: dict[str, Path] = {}
+_server: SnakemakeServer | None = None
+
+
+def snakemake_args(workdir: Path, *args: str) -> list[str]:
+    """The tests' Snakemake arguments: the Snakefile, ``workdir`` and its config file, two cores, and ``args``."""
+    return ["--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+            f"--configfile={workdir / 'test.yaml'}", "--cores", "2", *args]  # fmt: skip
 
 
 def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
-    return [*SNAKEMAKE, "--directory", str(workdir), f"--configfile={workdir / 'test.yaml'}", "--cores", "2", *args]
+    """``snakemake_args`` as a command line, for tests that start (and kill) Snakemake themselves."""
+    return [sys.executable, "-m", "snakemake", *snakemake_args(workdir, *args)]
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run Snakemake in its own process group; on a timeout the whole tree is killed, not left running."""
-    proc = subprocess.Popen(
-        snakemake_cmd(workdir, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    """Run Snakemake as ``snakemake_cmd`` says, as a new process in its own session (forked by this worker's
+    ``SnakemakeServer``, which has Snakemake imported already); on a timeout its whole tree is killed."""
+    return run_snakemake(snakemake_args(workdir, *args), check=check, timeout=timeout)
+
+
+def run_snakemake(args: list[str], check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``python -m snakemake ARGS``, forked by this worker's ``SnakemakeServer``, its output captured."""
+    global _server
+    if _server is None:
+        _server = SnakemakeServer()
+        atexit.register(_server.close)
+    done = _server.run(args, timeout=timeout)
     if check and done.returncode != 0:
-        raise AssertionError(f"snakemake failed ({done.returncode}):\n{out[-3000:]}\n{err[-6000:]}")
+        raise AssertionError(f"snakemake failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
     return done
 
 

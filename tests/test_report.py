@@ -4,28 +4,25 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 
 import cv2
 import pytest
 import yaml
-from harness import exported_workdir, planned_jobs
+from harness import exported_workdir, planned_jobs, run_snakemake
 
 from stereo3d.demo import samples
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png")
 TABLES = ("exports.html", "videos.html", "benchmarks.html")
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [*SNAKEMAKE, "--directory", str(workdir), f"--configfile={workdir / 'test.yaml'}", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if check and done.returncode != 0:
-        raise AssertionError(f"snakemake failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
-    return done
+    """Snakemake on ``workdir`` with only the given options (no ``--cores``: the profiles' own)."""
+    snakefile = str(ROOT / "Snakefile")
+    return run_snakemake(["--snakefile", snakefile, "--directory", str(workdir),
+                          f"--configfile={workdir / 'test.yaml'}", *args], check=check)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
