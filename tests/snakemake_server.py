@@ -15,6 +15,7 @@ Protocol, one JSON object per line: the client sends ``{argv, cwd, env, stdout, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -118,11 +119,17 @@ class SnakemakeServer:
         try:
             code = self._reply(timeout)["code"]
         except subprocess.TimeoutExpired:
-            os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may have ended a moment ago
+                os.killpg(pid, signal.SIGKILL)
             self._reply(None)
             raise subprocess.TimeoutExpired(["snakemake", *argv], timeout) from None
-        read = lambda path: path.read_text(encoding="utf-8", errors="replace")  # noqa: E731
-        return subprocess.CompletedProcess([sys.executable, "-m", "snakemake", *argv], code, read(out), read(err))
+        except BaseException:  # interrupted: stop the run and the server, whose replies are now out of step
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            self._proc.kill()
+            self._proc = None
+            raise
+        return subprocess.CompletedProcess([sys.executable, "-m", "snakemake", *argv], code, _text(out), _text(err))
 
     def close(self) -> None:
         if self._proc is not None:
@@ -149,6 +156,10 @@ class SnakemakeServer:
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line)
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 if __name__ == "__main__":
