@@ -16,6 +16,7 @@ Protocol, one JSON object per line: the client sends ``{argv, cwd, env, stdout, 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -68,9 +69,10 @@ def _child(request: dict) -> None:
             os.dup2(opened, fd)
             os.close(opened)
         # As `python -m snakemake` has them: the arguments, and the working folder first on the module path.
-        sys.argv = [sys.argv[0], *request["argv"]]
-        sys.path[0] = os.getcwd()
         from snakemake.cli import main
+
+        sys.argv = [importlib.util.find_spec("snakemake.__main__").origin, *request["argv"]]  # found, not run
+        sys.path[0] = os.getcwd()
 
         try:
             main()
