@@ -6,6 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
+from stereo3d.stereo import fill
 from stereo3d.stereo.warp import Renderer, StereoSettings, parallax_px
 
 CPU = Renderer()  # every CPU; the tests of this module share its threads
@@ -215,7 +216,7 @@ def bilinear_upscale(small, height, width):
 def test_near_maps_of_another_size_are_resized_to_the_frame():
     frame, near = bar_scene(width=64, height=8)
     small = near[::2, ::2]
-    settings = StereoSettings(10, 1.0, 0)
+    settings = StereoSettings(10, 1.0, 0, depth_upsample="bilinear")
     left, right = CPU.render_stereo(frame, small, settings)
     assert left.shape == frame.shape and right.shape == frame.shape
     # The views of the half-size map are those of the same map upscaled to the frame beforehand (bilinear: the
@@ -225,6 +226,23 @@ def test_near_maps_of_another_size_are_resized_to_the_frame():
     # ...and the bar did come out of the screen: the eyes see it apart, the left eye on the right.
     assert bar_centre(left) - bar_centre(right) > 3
     assert (left[:, :20] == 0).all() and (right[:, 44:] == 0).all()
+
+
+def test_depth_edges_of_a_small_map_land_on_the_pictures_edges():
+    # A bar whose edges fall inside the half-size map's samples (columns 29 and 35): the small map blends bar and
+    # background there. Enlarged with its edges on the picture's, the views are those of the exact full-size map;
+    # enlarged bilinearly, the edges are sheared.
+    frame = np.zeros((8, 64, 3), np.uint8)
+    frame[:, 29:35] = 255
+    near = np.zeros((8, 64), np.float32)
+    near[:, 29:35] = 1.0
+    small = cv2.resize(near, (32, 4), interpolation=cv2.INTER_AREA)
+    exact = CPU.render_stereo(frame, near, StereoSettings(10, 1.0, 0))
+    edges = CPU.render_stereo(frame, small, StereoSettings(10, 1.0, 0, depth_upsample="edges"))
+    bilinear = CPU.render_stereo(frame, small, StereoSettings(10, 1.0, 0, depth_upsample="bilinear"))
+    for a, b, c in zip(exact, edges, bilinear, strict=True):
+        assert np.array_equal(a, b)
+        assert not np.array_equal(a, c)
 
 
 def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
@@ -246,10 +264,11 @@ def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
 
 
 def splat_reference(shift_row):
-    """The warp rule of stereo3d.stereo.warp, one pixel at a time: source column x lands on round(x + shift), half
+    """The warp rule of stereo3d.stereo.splat, one pixel at a time: source column x lands on round(x + shift), half
     up; it is hidden unless it lands beyond every column to its left; what it shows there is its sub-pixel
-    position; unclaimed pixels take the last claimed position to their left, rounded half down to a whole
-    pixel, or -1 when nothing lies to their left."""
+    position. Returns each pixel's position and whether it is a hole (claimed by nobody); a hole's position is its
+    hidden position, the last claimed position to its left carried on by its distance (the background's shift), or
+    its own column when nothing lies to its left."""
     width = len(shift_row)
     claimed = [None] * width
     reach = -np.inf
@@ -258,12 +277,34 @@ def splat_reference(shift_row):
         if target > reach and 0 <= target < width:
             claimed[target] = target - shift
         reach = max(reach, target)
-    columns, last = [], None
-    for value in claimed:
+    positions, holes, last, at = [], [], None, None
+    for target, value in enumerate(claimed):
         if value is not None:
-            last = value
-        columns.append(value if value is not None else -1.0 if last is None else float(np.ceil(last - 0.5)))
-    return np.array(columns)
+            last, at = value, target
+        positions.append(value if value is not None else target if last is None else last + (target - at))
+        holes.append(value is None)
+    return np.array(positions), np.array(holes)
+
+
+def fill_reference(image_row_values, positions, holes, radius):
+    """The background-side fill of a left view (stereo3d.stereo.fill), on one channel: each hole run repeats the
+    source pixel at its left neighbour's position rounded half down (column 0 at the frame's edge); then each hole
+    pixel is the mean, rounded half up, of the repeated values of its column's holes within ``radius`` rows."""
+    height, width = holes.shape
+    repeated = np.zeros((height, width))
+    for y in range(height):
+        for x in range(width):
+            if holes[y, x]:
+                start = x
+                while start > 0 and holes[y, start - 1]:
+                    start -= 1
+                column = 0 if start == 0 else int(np.ceil(positions[y, start - 1] - 0.5))
+                repeated[y, x] = image_row_values[min(max(column, 0), width - 1)]
+    out = np.full((height, width), np.nan)
+    for y, x in zip(*np.nonzero(holes)):
+        rows = [r for r in range(max(0, y - radius), min(height, y + radius + 1)) if holes[r, x]]
+        out[y, x] = np.floor(np.mean([repeated[r, x] for r in rows]) + 0.5)
+    return out
 
 
 def layered_shifts(rng, rows, width, spread):
@@ -289,7 +330,17 @@ def test_both_views_follow_the_pixel_by_pixel_splat_rule(spread):
     settings = dict(divergence_pct=100 / width, convergence=1.0, edge_dilate_px=0)
     left, _ = CPU.render_stereo(image, shift, StereoSettings(**settings, original_eye="right"))
     _, right = CPU.render_stereo(image, shift, StereoSettings(**settings, original_eye="left"))
-    expect_left = np.array([splat_reference(row) for row in shift])
-    expect_right = (width - 1) - np.array([splat_reference(row) for row in shift[:, ::-1]])[:, ::-1]
-    np.testing.assert_array_equal(left[..., 0] / 64, np.clip(expect_left, 0, width - 1))
-    np.testing.assert_array_equal(right[..., 0] / 64, np.clip(expect_right, 0, width - 1))
+    left_positions, left_holes = map(np.array, zip(*(splat_reference(row) for row in shift)))
+    right_positions, right_holes = map(np.array, zip(*(splat_reference(row) for row in shift[:, ::-1])))
+    right_positions, right_holes = (width - 1) - right_positions[:, ::-1], right_holes[:, ::-1]
+    seen = ~left_holes
+    np.testing.assert_array_equal(left[..., 0][seen] / 64, np.clip(left_positions, 0, width - 1)[seen])
+    seen = ~right_holes
+    np.testing.assert_array_equal(right[..., 0][seen] / 64, np.clip(right_positions, 0, width - 1)[seen])
+    # The holes: filled from the background side (the right view's is the left view's rule mirrored).
+    filled = fill_reference(image[0, :, 0].astype(float), left_positions, left_holes, fill.SMOOTH_ROWS)
+    np.testing.assert_array_equal(left[..., 0][left_holes], filled[left_holes])
+    mirrored = fill_reference(image[0, ::-1, 0].astype(float), (width - 1) - right_positions[:, ::-1],
+                              right_holes[:, ::-1], fill.SMOOTH_ROWS)[:, ::-1]  # fmt: skip
+    np.testing.assert_array_equal(right[..., 0][right_holes], mirrored[right_holes])
+    assert left_holes.any() and right_holes.any()

@@ -63,11 +63,13 @@ def test_the_gpu_resampling_compiled_for_the_cpu_equals_opencvs(dtype, mirrored)
     frame, near = random_scene(rng, 40, 301, dtype)
     settings = StereoSettings(10, 0.5, 2, ipd_offset_pct=3)
     shift = warp.fixed_shift_of_near(near, frame.shape[:2], settings, 0.5)
-    compiled = np.empty_like(frame)
-    splat.warp_rows(frame, shift.values, compiled, 0, frame.shape[0], mirrored, shift.bits)
+    compiled, compiled_holes = np.empty_like(frame), np.empty(frame.shape[:2], np.uint8)
+    splat.warp_rows(frame, shift.values, compiled, compiled_holes, 0, frame.shape[0], mirrored, shift.bits)
     opencv = np.empty_like(frame)
-    Renderer()._render_on_cpu(frame, shift, (mirrored,), [opencv])
+    maps = (np.empty(frame.shape[:2], np.float32), np.empty(frame.shape[:2], np.uint8))
+    Renderer()._render_on_cpu(frame, shift, (mirrored,), [opencv], [maps])
     np.testing.assert_array_equal(compiled, opencv)
+    np.testing.assert_array_equal(compiled_holes, maps[1])
 
 
 def test_without_a_gpu_a_gpu_renderer_falls_back_to_the_cpu(caplog):

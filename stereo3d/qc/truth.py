@@ -98,6 +98,10 @@ class TruthFrame:
     left_class: np.ndarray  # [H, W] uint8: VISIBLE, HOLE, EDGE, OUTSIDE
     right_class: np.ndarray
     subject: np.ndarray = field(default=None)  # [H, W] bool
+    # [H, W] bool: the eye's pixel sees only surfaces that do not move, through a camera that does not move (its
+    # truth is the same in the next frame where that is so too)
+    left_static: np.ndarray = field(default=None)
+    right_static: np.ndarray = field(default=None)
 
 
 def render_frame(scene: Scene, index: int, width: int, height: int, rig: Rig = Rig(), samples: int = 3,
@@ -123,10 +127,12 @@ def render_frame(scene: Scene, index: int, width: int, height: int, rig: Rig = R
         for side in (-1.0, 1.0):  # left eye: camera at -b/2, sensor shifted by +offset/2
             eye = np.empty((height, width, 3), np.float32)
             classes = np.empty((height, width), np.uint8)
+            static = np.empty((height, width), np.bool_)
             _cast_eye(surfaces, textures, float(index), camera, focal, width, height, samples, side * baseline / 2,
-                      -side * offset / 2, eye, classes)  # fmt: skip
-            views.append((_to_uint8(eye), classes))
-        (frame.left, frame.left_class), (frame.right, frame.right_class) = views
+                      -side * offset / 2, eye, classes, static)  # fmt: skip
+            static &= not any(scene.camera_velocity)
+            views.append((_to_uint8(eye), classes, static))
+        (frame.left, frame.left_class, frame.left_static), (frame.right, frame.right_class, frame.right_static) = views
     return frame
 
 
@@ -152,10 +158,12 @@ def street(frames: int = 24) -> Scene:
             Surface((-60, -40, 40), (120, 0, 0), (0, 60, 0), texture=1, check=2.5, detail=0.35),  # far wall
             Surface((-60, 1.6, 1.0), (120, 0, 0), (0, 0, 39.0), texture=2, stripes=0.8, detail=0.08),  # ground
             Surface((-3.5, -4, 3), (0, 0, 30), (0, 5.6, 0), texture=3, check=0.6, detail=0.06),  # receding wall
-            Surface((-1.6, -0.9, 7), (1.4, 0, 0), (0, 2.5, 0), velocity=(0.02, 0, 0), texture=4, stripes=0.25,
-                    detail=0.03),  # fmt: skip
-            Surface((0.9, -0.4, 10), (1.8, 0, 0), (0, 2.0, 0), velocity=(-0.03, 0, 0), texture=5, check=0.4,
-                    detail=0.05),  # fmt: skip
+            Surface(
+                (-1.6, -0.9, 7), (1.4, 0, 0), (0, 2.5, 0), velocity=(0.02, 0, 0), texture=4, stripes=0.25, detail=0.03
+            ),  # fmt: skip
+            Surface(
+                (0.9, -0.4, 10), (1.8, 0, 0), (0, 2.0, 0), velocity=(-0.03, 0, 0), texture=5, check=0.4, detail=0.05
+            ),  # fmt: skip
             Surface((0.3, 0.55, 3.6), radius=0.5, velocity=(0.01, 0, -0.01), texture=6, detail=0.02),
             Surface((-0.45, -3, 3.0), (0.02, 0, 0), (0, 4.6, 0), texture=7),  # thin pole, ~4 px at 960
             Surface((1.35, -3, 4.5), (0.008, 0, 0), (0, 4.6, 0), texture=8),  # thinner pole, ~1.5 px
@@ -205,8 +213,15 @@ def shots() -> list[Scene]:
             surfaces=(
                 Surface((-20, -10, 15), (40, 0, 0), (0, 20, 0), texture=21, check=1.0, detail=0.3),
                 Surface((-10, 1.6, 1.0), (20, 0, 0), (0, 0, 14), texture=22, stripes=0.5, detail=0.1),
-                Surface((-2.5, -1.0, 4.0), (0.7, 0, 0), (0, 2.6, 0), velocity=(0.015, 0, 0), texture=23,
-                        detail=0.03, subject=True),  # fmt: skip
+                Surface(
+                    (-2.5, -1.0, 4.0),
+                    (0.7, 0, 0),
+                    (0, 2.6, 0),
+                    velocity=(0.015, 0, 0),
+                    texture=23,
+                    detail=0.03,
+                    subject=True,
+                ),  # fmt: skip
                 Surface((1.5, -1.5, 8), (1.5, 0, 0), (0, 3.1, 0), texture=24, check=0.3),
                 Surface((-0.8, 0.9, 1.4), (0.5, 0, 0), (0, 0.7, 0), texture=25, detail=0.02),  # a table edge
             ),
@@ -220,8 +235,9 @@ def shots() -> list[Scene]:
             surfaces=(
                 Surface((-600, -300, 400), (1200, 0, 0), (0, 320, 0), texture=31, detail=4.0),
                 Surface((-600, 8, 20), (1200, 0, 0), (0, 0, 380), texture=32, stripes=6.0, detail=1.0),
-                Surface((-2, -1, 60), (3, 0, 0), (0, 9, 0), velocity=(0.04, 0, 0), texture=33, detail=0.2,
-                        subject=True),  # fmt: skip
+                Surface(
+                    (-2, -1, 60), (3, 0, 0), (0, 9, 0), velocity=(0.04, 0, 0), texture=33, detail=0.2, subject=True
+                ),  # fmt: skip
                 Surface((-80, -25, 250), (50, 0, 0), (0, 33, 0), texture=34, check=6.0),
             ),
         ),
@@ -359,15 +375,17 @@ def _cast_source(surfaces, textures, time, camera, focal, width, height, samples
 
 @njit(parallel=True, cache=True)
 def _cast_eye(surfaces, textures, time, camera, focal, width, height, samples, offset_x, sensor_shift, image,
-              classes):  # fmt: skip
-    """An eye's view (camera moved by ``offset_x``, sensor shifted by ``sensor_shift`` px) and each pixel's class:
-    whether the source camera sees the points its rays meet."""
+              classes, static):  # fmt: skip
+    """An eye's view (camera moved by ``offset_x``, sensor shifted by ``sensor_shift`` px), each pixel's class
+    (whether the source camera sees the points its rays meet), and whether it sees only surfaces that do not
+    move."""
     weight = 1.0 / (samples * samples)
     ox, oy, oz = camera[0] + offset_x, camera[1], camera[2]
     for y in prange(height):
         row_image = np.zeros((width, 3))
         for x in range(width):
             seen, hidden, outside = 0, 0, 0
+            still = True
             for sy in range(samples):
                 for sx in range(samples):
                     u = x + (sx + 0.5) / samples - 0.5 * width - sensor_shift
@@ -378,6 +396,8 @@ def _cast_eye(surfaces, textures, time, camera, focal, width, height, samples, o
                         outside += 1
                         continue
                     _shade(textures, k, s, q, row_image, x)
+                    if surfaces[k, 10] != 0 or surfaces[k, 11] != 0 or surfaces[k, 12] != 0:
+                        still = False
                     # Where the source camera sees this point, and whether it is the first thing it sees there.
                     px, py, pz = ox + t * dx - camera[0], oy + t * dy - camera[1], oz + t * 1.0 - camera[2]
                     su, sv = focal * px / pz + 0.5 * width, focal * py / pz + 0.5 * height
@@ -389,6 +409,7 @@ def _cast_eye(surfaces, textures, time, camera, focal, width, height, samples, o
                         seen += 1
                     else:
                         hidden += 1
+            static[y, x] = still
             if outside:
                 classes[y, x] = 3
             elif hidden == 0:

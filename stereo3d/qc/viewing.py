@@ -22,7 +22,6 @@ import numpy as np
 from stereo3d.qc.truth import EDGE, HOLE, VISIBLE
 
 CLASSES = {"visible": VISIBLE, "hole": HOLE, "edge": EDGE}
-STILL_GREY = 2.0  # a truth pixel changing less than this (mean over channels, 0..255) between frames is still
 
 
 @dataclass
@@ -47,11 +46,11 @@ class Tally:
             self.count[name] += int(mask.sum())
 
     def add_change(self, previous: np.ndarray, view: np.ndarray, previous_truth: np.ndarray, truth: np.ndarray,
-                   holes: np.ndarray) -> None:  # fmt: skip
-        """The fill's change from the previous frame inside ``holes`` (pixels that are holes in both frames)
-        where the truth is still."""
+                   still: np.ndarray) -> None:  # fmt: skip
+        """The fill's change from the previous frame at the ``still`` pixels: holes in both frames that see only
+        surfaces that do not move, through a camera that does not move."""
         truth_change = np.abs(truth.astype(np.float32) - previous_truth.astype(np.float32)).mean(axis=2)
-        mask = holes & (truth_change < STILL_GREY)
+        mask = still
         change = np.abs(view.astype(np.float32) - previous.astype(np.float32)).mean(axis=2)
         self.flicker += float(change[mask].sum())
         self.truth_flicker += float(truth_change[mask].sum())

@@ -60,6 +60,7 @@ class _Buffers:
     source: object
     shift: object
     columns: object  # [views, H, W] int32: source positions
+    holes: object  # [views, H, W] uint8: disocclusions
     views: object  # [views, H, W, C]
 
 
@@ -86,16 +87,19 @@ class CudaRenderer:
             views = self.render(source, shift, 5, (False, True))
         except Exception as exc:  # numba's and the driver's errors have many types: one line for the log
             return f"the CUDA kernels do not run here ({type(exc).__name__}: {str(exc).splitlines()[0]})"
-        for view, mirrored in zip(views, (False, True)):
+        for (view, holes, _), mirrored in zip(views, (False, True)):
             expected = np.empty_like(source)
-            splat.warp_rows(source, shift, expected, 0, source.shape[0], mirrored, 5)
-            if not np.array_equal(view, expected):
+            expected_holes = np.empty(shift.shape, np.uint8)
+            splat.warp_rows(source, shift, expected, expected_holes, 0, source.shape[0], mirrored, 5)
+            if not (np.array_equal(view, expected) and np.array_equal(holes, expected_holes)):
                 return "the CUDA kernels render other pixels than the CPU on a test scene"
         return None
 
-    def render(self, source: np.ndarray, shift: np.ndarray, bits: int, mirrored: tuple[bool, ...]) -> list[np.ndarray]:
+    def render(self, source: np.ndarray, shift: np.ndarray, bits: int,
+               mirrored: tuple[bool, ...]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:  # fmt: skip
         """One view of ``source`` ([H, W, C], contiguous) per entry of ``mirrored``, warped by the int16
-        ``shift`` [H, W] in 1/2**bits px, as ``splat.warp_rows`` renders it on the CPU."""
+        ``shift`` [H, W] in 1/2**bits px, as ``splat.warp_rows`` renders it on the CPU: (view, its disocclusions
+        (uint8), its source positions (int32, 1/32 px)) each."""
         height, width, _ = source.shape
         buffers = self._buffers_for(source, len(mirrored))
         stream = self._stream
@@ -104,10 +108,12 @@ class CudaRenderer:
         row_blocks = -(-height // _ROW_THREADS)
         pixel_blocks = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]))
         for index, direction in enumerate(mirrored):
-            columns = buffers.columns[index]
-            self._columns_kernel[row_blocks, _ROW_THREADS, stream](buffers.shift, direction, bits, columns)
+            columns, holes = buffers.columns[index], buffers.holes[index]
+            self._columns_kernel[row_blocks, _ROW_THREADS, stream](buffers.shift, direction, bits, columns, holes)
             self._sample_kernel[pixel_blocks, _PIXEL_BLOCK, stream](buffers.source, columns, buffers.views[index])
-        views = [buffers.views[index].copy_to_host(stream=stream) for index in range(len(mirrored))]
+        # The fill (stereo3d.stereo.fill) runs on the CPU for both devices: it needs each view's holes and positions.
+        views = [(buffers.views[index].copy_to_host(stream=stream), buffers.holes[index].copy_to_host(stream=stream),
+                  buffers.columns[index].copy_to_host(stream=stream)) for index in range(len(mirrored))]  # fmt: skip
         stream.synchronize()
         return views
 
@@ -119,6 +125,7 @@ class CudaRenderer:
                 source=cuda.device_array(source.shape, source.dtype),
                 shift=cuda.device_array((height, width), np.int16),
                 columns=cuda.device_array((count, height, width), np.int32),
+                holes=cuda.device_array((count, height, width), np.uint8),
                 views=cuda.device_array((count, height, width, channels), source.dtype),
             )
             self._key = key
@@ -132,12 +139,12 @@ def _kernels():
     sample_pixel = cuda.jit(device=True)(splat.sample_pixel)
 
     @cuda.jit
-    def columns_kernel(shift, mirrored, bits, columns):
+    def columns_kernel(shift, mirrored, bits, columns, holes):
         row = cuda.grid(1)
         if row < shift.shape[0] and mirrored:
-            row_columns(shift[row, ::-1], columns[row, ::-1], bits, True, 1)
+            row_columns(shift[row, ::-1], columns[row, ::-1], holes[row, ::-1], bits, True, 1)
         elif row < shift.shape[0]:
-            row_columns(shift[row], columns[row], bits, False, 1)
+            row_columns(shift[row], columns[row], holes[row], bits, False, 1)
 
     @cuda.jit
     def sample_kernel(source, columns, out):

@@ -25,26 +25,26 @@ POSITION_BITS = 5  # target positions in 1/32 px, as OpenCV's remap resolves the
 POSITION_ONE = 1 << POSITION_BITS  # one pixel, in positions
 
 
-def row_columns(shift, columns, bits, mirrored, scale):
-    """The source position (1/32 px, times ``scale``; -32 or ``32 * width``: nothing lands at or before it,
-    which the border replicates) of every target pixel of one row into ``columns``. ``shift`` is the row of
-    int16 shifts in 1/2**bits px (the left view's direction), and both arrays are walked in the view's
-    direction: the right view (``mirrored``: nearer content moves left, holes take the pixel to their right)
-    passes both reversed (``[::-1]``), and its positions count from the other end.
+def row_columns(shift, columns, holes, bits, mirrored, scale):
+    """The source position (1/32 px, times ``scale``) of every target pixel of one row into ``columns``, and
+    whether it is a disocclusion into ``holes`` (1) or not (0). ``shift`` is the row of int16 shifts in 1/2**bits
+    px (the left view's direction), and the arrays are walked in the view's direction: the right view (``mirrored``:
+    nearer content moves left, holes lie on the background's right) passes them reversed (``[::-1]``), and its
+    positions count from the other end.
 
     One pass, each target written once: source column x lands on target ``round(x + shift)`` (half up; targets
     count from 1 here) and shows its sub-pixel position there (+1 px, so that 0 means "nothing to the left").
     It is hidden unless it lands beyond every column to its left (nearer pixels always lie left of farther ones
     landing on the same spot). So the visible columns land in increasing order, with increasing positions:
-    every target between two of them is a disocclusion, and repeats the last position to its left, taken to a
-    whole pixel rounded half down (a fractional position, or rounding up, would take in the foreground across
-    the gap). int32 arithmetic (half the width of int64 on a GPU), float32 stores, and a hot path (the next target,
-    no hole) of one test and one store: about twice the speed of a general loop over targets on a CPU."""
+    every target between two of them is a disocclusion. A disocclusion gets its **hidden position**: where the
+    background beside it, carried on with the background's own shift, would come from in the source, which the
+    foreground covers there (``stereo3d.stereo.fill`` looks for it in other frames, and fills it). int32 arithmetic
+    (half the width of int64 on a GPU), float32 stores, and a hot path (the next target, no hole) of one test and
+    two stores."""
     width = shift.shape[0]
     one = np.int32(1 << bits)
     half = one >> 1
     up = np.int32(POSITION_BITS - bits)
-    mask = ~(one - 1)
     # The source column that position p (+1 px) shows is (base + sign * p) / one, in the row's own coordinates.
     base, sign = (np.int32(width) * one, np.int32(-1)) if mirrored else (-one, np.int32(1))
     reach = np.int32(0)  # targets 1..reach are written (landing at or left of 0 claims nothing)
@@ -57,21 +57,25 @@ def row_columns(shift, columns, bits, mirrored, scale):
         if landing == reach + 1 and landing <= width:
             last = landing * one - s
             columns[reach] = np.float32((base + sign * last) << up) * scale
+            holes[reach] = 0
             reach = landing
         elif landing > reach:
-            hole = np.float32((base + sign * ((last + half - 1) & mask)) << up) * scale
             end = min(landing - 1, width)
             for target in range(reach, end):
-                columns[target] = hole
+                hidden = last + (target + 1 - reach) * one
+                columns[target] = np.float32((base + sign * hidden) << up) * scale
+                holes[target] = 1
             reach = end
             if landing > width:
                 break
             last = landing * one - s
             columns[reach] = np.float32((base + sign * last) << up) * scale
+            holes[reach] = 0
             reach = landing
-    hole = np.float32((base + sign * ((last + half - 1) & mask)) << up) * scale
     for target in range(reach, width):
-        columns[target] = hole
+        hidden = last + (target + 1 - reach) * one
+        columns[target] = np.float32((base + sign * hidden) << up) * scale
+        holes[target] = 1
 
 
 def sample_pixel(src, out, col, position):
@@ -93,28 +97,29 @@ _sample_pixel = njit(nogil=True, cache=True, inline="always")(sample_pixel)
 
 
 @njit(nogil=True, cache=True)
-def warp_rows(src, shift, out, top, bottom, mirrored, bits):
-    """Rows ``top:bottom`` of one view: ``src`` [H, W, C] warped by ``shift`` [H, W] into ``out``, with the
-    GPU's per-pixel resampling (``sample_pixel``): the GPU renderer's computation, compiled for the CPU."""
+def warp_rows(src, shift, out, holes, top, bottom, mirrored, bits):
+    """Rows ``top:bottom`` of one view: ``src`` [H, W, C] warped by ``shift`` [H, W] into ``out``, its
+    disocclusions marked in ``holes`` [H, W], with the GPU's per-pixel resampling (``sample_pixel``): the GPU
+    renderer's computation, compiled for the CPU."""
     width = shift.shape[1]
     columns = np.empty(width, np.int32)
     for row in range(top, bottom):
         if mirrored:
-            _row_columns(shift[row, ::-1], columns[::-1], bits, True, 1)
+            _row_columns(shift[row, ::-1], columns[::-1], holes[row, ::-1], bits, True, 1)
         else:
-            _row_columns(shift[row], columns, bits, False, 1)
+            _row_columns(shift[row], columns, holes[row], bits, False, 1)
         source, view = src[row], out[row]
         for col in range(width):
             _sample_pixel(source, view, col, columns[col])
 
 
 @njit(nogil=True, cache=True)
-def source_map(shift, top, mirrored, bits, out):
+def source_map(shift, top, mirrored, bits, out, holes):
     """The source column (float32 px, as OpenCV's ``remap`` takes it) of every target pixel of rows
-    ``top : top + len(out)`` of one view into ``out``."""
+    ``top : top + len(out)`` of one view into ``out``, and their disocclusions into ``holes`` (same rows)."""
     scale = np.float32(1.0 / POSITION_ONE)
     for index in range(out.shape[0]):
         if mirrored:
-            _row_columns(shift[top + index, ::-1], out[index, ::-1], bits, True, scale)
+            _row_columns(shift[top + index, ::-1], out[index, ::-1], holes[index, ::-1], bits, True, scale)
         else:
-            _row_columns(shift[top + index], out[index], bits, False, scale)
+            _row_columns(shift[top + index], out[index], holes[index], bits, False, scale)

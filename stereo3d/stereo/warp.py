@@ -26,15 +26,21 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
+
+if TYPE_CHECKING:  # numba's import stays out of processes that only read StereoSettings (see _splat)
+    from stereo3d.stereo.fill import Neighbours
 
 log = logging.getLogger(__name__)
 
 EYES = ("none", "left", "right")
 FLOATING_WINDOW = ("auto", "off")
 RENDER_DEVICES = ("auto", "cpu", "cuda")
+DEPTH_UPSAMPLES = ("edges", "bilinear")
+FILLS = ("temporal", "background")
 
 # Frames smaller than this render both eyes in the calling thread (a thread hand-off costs more than it saves).
 _PARALLEL_MIN_PIXELS = 256 * 256
@@ -48,6 +54,13 @@ class StereoSettings:
     divergence_pct: float = 2.0  # maximum parallax between the eyes, in % of the frame width
     convergence: float = 0.25  # 0 = everything behind the screen ... 1 = everything in front
     edge_dilate_px: int = 2  # grow foreground in the near map so its edges carry full parallax
+    # How a near map smaller than the frame is enlarged: "edges" puts its depth edges on the picture's edges
+    # (stereo3d.stereo.upsample), "bilinear" does not
+    depth_upsample: str = "edges"
+    # Disocclusions: "temporal" fills them from the frames around where the render job gives them, then from the
+    # background beside them; "background" only from the background beside them (stereo3d.stereo.fill)
+    fill: str = "temporal"
+    fill_frames: int = 4  # frames before and after that a disocclusion may be filled from
     ipd_offset_pct: float = 0.0  # extra uniform separation of the views, % of width (+ = scene further back)
     border_taper_pct: float = 0.0  # parallax fades to zero over this % of the width at the left/right border
     original_eye: str = "none"  # "left"/"right": that eye shows the source frame, the other takes all parallax
@@ -63,6 +76,10 @@ class StereoSettings:
                              f"not {self.floating_window!r}")  # fmt: skip
         if not 0.0 <= self.border_taper_pct <= 50.0:
             raise ValueError(f"border_taper_pct must lie in 0..50, not {self.border_taper_pct}")
+        if self.depth_upsample not in DEPTH_UPSAMPLES:
+            raise ValueError(f"depth_upsample must be one of {', '.join(DEPTH_UPSAMPLES)}, not {self.depth_upsample!r}")
+        if self.fill not in FILLS:
+            raise ValueError(f"fill must be one of {', '.join(FILLS)}, not {self.fill!r}")
 
     def zero_plane(self) -> float:
         return 1.0 - self.convergence
@@ -118,7 +135,8 @@ class Parallax:
             parallax -= np.float32(self.ipd_px)
         return parallax
 
-    def fixed_shift(self, near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int, share: float) -> FixedShift:
+    def fixed_shift(self, near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int, share: float,
+                    frame: np.ndarray | None = None) -> FixedShift:  # fmt: skip
         """``share`` times ``px`` of the near map brought to frame size ``shape`` = (H, W) (bilinear) with its
         foreground grown by ``edge_dilate_px``, rounded to the fixed-point grid of that width.
 
@@ -143,7 +161,10 @@ class Parallax:
         offset = -self.zero_plane * gain - (0.0 if self.ramp is not None else ipd)
         values = cv2.addWeighted(near, gain, near, 0.0, offset, dtype=cv2.CV_16S)  # rounds, saturates
         if values.shape != shape:
-            values = cv2.resize(values, (width, height), interpolation=cv2.INTER_LINEAR)
+            small = values
+            values = cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
+            if frame is not None:  # depth edges onto the picture's (stereo3d.stereo.upsample)
+                _upsample().pick_edges(values, small, frame, abs(int(round(_upsample().EDGE_PX * unit))))
         if edge_dilate_px > 0:
             size = 2 * edge_dilate_px + 1
             element = cv2.getStructuringElement(cv2.MORPH_RECT, (size, size))
@@ -166,6 +187,14 @@ def fixed_shift_of_near(near: np.ndarray, shape: tuple[int, int], settings: Ster
     """The left view's shift of a near map (any size) for a frame of ``shape`` = (H, W): ``share`` of the
     parallax, in fixed point (``Parallax.fixed_shift``)."""
     return Parallax.of(settings, shape[1]).fixed_shift(near, shape, settings.edge_dilate_px, share)
+
+
+def view_shift(frame: np.ndarray, near: np.ndarray, settings: StereoSettings, share: float) -> FixedShift:
+    """The left view's shift for ``frame`` ([H, W, ...]) from its ``near`` map (any size): ``fixed_shift_of_near``,
+    with the map's depth edges put on the frame's edges where ``settings.depth_upsample`` says so."""
+    guide = frame if settings.depth_upsample == "edges" else None
+    return Parallax.of(settings, frame.shape[1]).fixed_shift(near, frame.shape[:2], settings.edge_dilate_px, share,
+                                                             guide)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -204,6 +233,7 @@ class Renderer:
         # The calling thread works too, so the pool holds ``threads - 1`` workers.
         self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="render") if self.threads > 1 else None
         self._local = threading.local()  # each thread's scratch arrays (``_workspace``, ``_remap_source``)
+        self._buffers: dict = {}  # each view's positions, disocclusions and fill scratch (``_view_maps``)
 
     def _open(self, device: str, device_id: int) -> str:
         """The device that will render (``cpu`` or ``cuda``), with its GPU renderer kept where it is one."""
@@ -234,22 +264,27 @@ class Renderer:
         self.close()
 
     def render_stereo(self, frame: np.ndarray, near: np.ndarray, settings: StereoSettings,
-                      out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                      out: tuple[np.ndarray, np.ndarray] | None = None,
+                      neighbours: Neighbours | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """Left and right views (same dtype as ``frame``: uint8, or uint16 for deep sources; ``[H, W, 3]``) of an
         RGB frame and its near map (float, larger = nearer, any size: resized to the frame). ``out``: two arrays
         of the frame's shape and dtype (the halves of a packed frame, say) that the views are rendered into, and
-        returned; without it, an eye kept as the original is the frame itself."""
+        returned; without it, an eye kept as the original is the frame itself. ``neighbours``: the frames around
+        this one that its disocclusions may be filled from (``stereo3d.stereo.fill.FrameWindow``; None: only
+        from the background beside them)."""
         height, width = frame.shape[:2]
         # Each eye takes half the parallax, in opposite directions; a lone rendered eye takes all of it.
         share = 0.5 if settings.original_eye == "none" else 1.0
-        shift = fixed_shift_of_near(near, (height, width), settings, share)
+        if settings.fill != "temporal":
+            neighbours = None
+        shift = view_shift(frame, near, settings, share)
         if settings.original_eye == "none":
-            left, right = self._render_eyes(frame, shift, (False, True), out)
+            left, right = self._render_eyes(frame, shift, (False, True), out, neighbours)
             return left, right
         rendered, kept = (1, 0) if settings.original_eye == "left" else (0, 1)
         views = [frame, frame]
         target = None if out is None else (out[rendered],)
-        views[rendered] = self._render_eyes(frame, shift, (rendered == 1,), target)[0]
+        views[rendered] = self._render_eyes(frame, shift, (rendered == 1,), target, neighbours)[0]
         if out is not None:
             np.copyto(out[kept], frame)
             views[kept] = out[kept]
@@ -262,26 +297,62 @@ class Renderer:
         return self._render_eyes(image, _fixed_shift(np.asarray(shift, dtype=np.float32)), (False,))[0]
 
     def _render_eyes(self, image: np.ndarray, shift: FixedShift, mirrored: tuple[bool, ...],
-                     out: tuple[np.ndarray, ...] | None = None) -> list[np.ndarray]:  # fmt: skip
+                     out: tuple[np.ndarray, ...] | None = None,
+                     neighbours: Neighbours | None = None) -> list[np.ndarray]:  # fmt: skip
         """One view per entry of ``mirrored`` (False: the left-view direction; True: the right view's, with nearer
         content moving left and holes filled from the right), of an image ``[H, W]`` or ``[H, W, C]``, on this
-        renderer's device, into ``out`` (new arrays if None)."""
+        renderer's device, into ``out`` (new arrays if None); then each view's disocclusions filled on the CPU
+        (``stereo3d.stereo.fill``), in the render threads."""
         image = np.asarray(image)
         views = [np.empty_like(image) for _ in mirrored] if out is None else list(out)
         if shift.values.shape[1] < 2:  # one column: nothing can move
             for view in views:
                 np.copyto(view, image)
-        elif self._gpu is not None:
+            return views
+        maps = [self._view_maps(index, shift.values.shape) for index in range(len(mirrored))]
+        if self._gpu is not None:
             rendered = self._gpu.render(np.ascontiguousarray(image.reshape(*image.shape[:2], -1)), shift.values,
                                         shift.bits, mirrored)  # fmt: skip
-            for view, result in zip(views, rendered):
+            for view, (result, holes, columns), (positions, holes_out) in zip(views, rendered, maps):
                 np.copyto(view, result.reshape(image.shape))
+                np.copyto(holes_out, holes)
+                np.multiply(columns, np.float32(1.0 / _splat().POSITION_ONE), out=positions, dtype=np.float32)
         else:
-            self._render_on_cpu(image, shift, mirrored, views)
+            self._render_on_cpu(image, shift, mirrored, views, maps)
+        fills = [(view, holes, positions, image, direction, self._scratch(index, image), neighbours)
+                 for index, (view, direction, (positions, holes)) in enumerate(zip(views, mirrored, maps))]  # fmt: skip
+        self._run([(_fill().fill_holes, *job) for job in fills], parallel=image.size >= 3 * _PARALLEL_MIN_PIXELS)
         return views
 
+    def _run(self, calls: list[tuple], parallel: bool) -> None:
+        """Runs ``(function, *arguments)`` calls on the render threads (the calling thread takes the first), or all
+        in the calling thread where ``parallel`` is False or there are no workers."""
+        if not parallel or self._pool is None:
+            for function, *arguments in calls:
+                function(*arguments)
+            return
+        pending = [self._pool.submit(*call) for call in calls[1:]]
+        function, *arguments = calls[0]
+        function(*arguments)
+        for job in pending:
+            job.result()
+
+    def _view_maps(self, index: int, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """The source positions (float32 px) and disocclusions (uint8) of view ``index`` at ``shape``, kept from
+        frame to frame (fresh frame-sized arrays cost their page faults)."""
+        key = ("maps", index, shape)
+        if key not in self._buffers:
+            self._buffers[key] = (np.empty(shape, np.float32), np.empty(shape, np.uint8))
+        return self._buffers[key]
+
+    def _scratch(self, index: int, image: np.ndarray) -> np.ndarray:
+        key = ("scratch", index, image.shape, image.dtype)
+        if key not in self._buffers:
+            self._buffers[key] = np.empty_like(image)
+        return self._buffers[key]
+
     def _render_on_cpu(self, image: np.ndarray, shift: FixedShift, mirrored: tuple[bool, ...],
-                       views: list[np.ndarray]) -> None:  # fmt: skip
+                       views: list[np.ndarray], maps: list[tuple[np.ndarray, np.ndarray]]) -> None:  # fmt: skip
         """Rows never exchange pixels, so each view is cut into horizontal slices, one job per render thread;
         the splat's compiled code and OpenCV release the GIL, so the slices run side by side. Small frames stay in
         the calling thread: a hand-off costs more than it saves."""
@@ -291,20 +362,18 @@ class Renderer:
         # Slices per view: enough to give every thread work, none thinner than a band (per-call overhead).
         slices = max(1, min(-(-threads // len(views)), height // _band_rows(width)))
         cuts = [round(height * k / slices) for k in range(slices + 1)]
-        jobs = [(source, shift, view, top, bottom, direction)
-                for view, direction in zip(views, mirrored) for top, bottom in zip(cuts, cuts[1:])]  # fmt: skip
-        pending = [self._pool.submit(self._warp_rows, *job) for job in jobs[1:]] if threads > 1 else []
-        for job in jobs if threads == 1 else jobs[:1]:
-            self._warp_rows(*job)
-        for job in pending:
-            job.result()
+        jobs = [(self._warp_rows, source, shift, view, positions, holes, top, bottom, direction)
+                for view, direction, (positions, holes) in zip(views, mirrored, maps)
+                for top, bottom in zip(cuts, cuts[1:])]  # fmt: skip
+        self._run(jobs, parallel=threads > 1)
 
-    def _warp_rows(self, source: np.ndarray, shift: FixedShift, out: np.ndarray, top: int, bottom: int,
-                   mirrored: bool) -> None:  # fmt: skip
-        """Rows ``top:bottom`` of one view into ``out``, a band of rows at a time: the splat's source map
-        (``splat.source_map``), then OpenCV's bilinear ``remap``, whose SIMD code resamples about twice as fast as
-        the compiled scalar ``splat.sample_pixel`` that a GPU runs (the same pixels: tests/test_render_cuda.py).
-        The row map is the band's own row index: the vertical weight is 0, the image is only read along rows."""
+    def _warp_rows(self, source: np.ndarray, shift: FixedShift, out: np.ndarray, positions: np.ndarray,
+                   holes: np.ndarray, top: int, bottom: int, mirrored: bool) -> None:  # fmt: skip
+        """Rows ``top:bottom`` of one view into ``out`` (and their source positions and disocclusions into
+        ``positions`` and ``holes``), a band of rows at a time: the splat's source map (``splat.source_map``), then
+        OpenCV's bilinear ``remap``, whose SIMD code resamples about twice as fast as the compiled scalar
+        ``splat.sample_pixel`` that a GPU runs (the same pixels: tests/test_render_cuda.py). The row map is the
+        band's own row index: the vertical weight is 0, the image is only read along rows."""
         width = shift.values.shape[1]
         rows = min(bottom - top, _band_rows(width))
         work = self._workspace(rows, width)
@@ -312,8 +381,8 @@ class Renderer:
         for start in range(top, bottom, rows):
             stop = min(start + rows, bottom)
             n = stop - start
-            map_x = work.map_x[:n]
-            source_map(shift.values, start, mirrored, shift.bits, map_x)
+            map_x = positions[start:stop]
+            source_map(shift.values, start, mirrored, shift.bits, map_x, holes[start:stop])
             if source.ndim == 3 and out.ndim == 3 and out.shape[2] == 3:
                 band = cv2.remap(source[start:stop], map_x, work.map_y[:n], cv2.INTER_LINEAR,
                                  dst=work.rgba(source.dtype)[:n], borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
@@ -370,7 +439,6 @@ class _Workspace:
     faults that add up to a good share of the render time at 1080p."""
 
     def __init__(self, rows: int, width: int):
-        self.map_x = np.empty((rows, width), np.float32)
         self.map_y = np.repeat(np.arange(rows, dtype=np.float32)[:, None], width, axis=1)
         self._rgba: dict[np.dtype, np.ndarray] = {}
         self._shape = (rows, width)
@@ -389,6 +457,18 @@ def _splat():
     from stereo3d.stereo import splat
 
     return splat
+
+
+def _fill():
+    from stereo3d.stereo import fill
+
+    return fill
+
+
+def _upsample():
+    from stereo3d.stereo import upsample
+
+    return upsample
 
 
 def _fraction_bits(width: int) -> int:

@@ -1,0 +1,213 @@
+"""Q1-Q3: what the viewer sees, against ground truth (``stereo3d.qc.truth``).
+
+    python -m bench.viewing [--size 960x540] [--frames 24] [--variants]
+
+Two generated sequences, each ray-cast with exact depth and both eyes' exact views: ``street`` (a camera trucking
+and dollying past boxes, a sphere, thin poles) and ``still camera`` (the same street from a tripod, the objects
+moving faster). Every method renders both eyes of every frame from the source frame and the same near map, and is
+scored on the same pixels (``stereo3d.qc.viewing``): those both eyes see, the disocclusions, and the fill's
+flicker where the truth is still. The near map is given two ways: exact at frame size, and at a depth model's size
+(the exact map area-averaged to 518/1920 of the frame's width, as DA3's output reaches a 1080p frame), which the
+renderer enlarges; the figures are taken on the second, which is what users get.
+
+Methods: the renderer at its defaults (``StereoSettings()``, holes filled from the frames around, as the render
+stage runs it); a plain depth-ordered nearest-pixel warp (``viewing.nearest_warp``); and the renderer's own warp
+with its holes inpainted by OpenCV's Telea instead (the same holes for both fills).
+
+- **Q1** visible PSNR of the renderer minus the nearest-pixel warp's (goal >= 0 dB)
+- **Q2** hole PSNR of the renderer minus Telea's on the same holes (goal >= +1.5 dB)
+- **Q3** hole flicker of the renderer / Telea's (goal <= 0.5)
+
+``--variants`` adds the settings the defaults were chosen among (edge dilation, depth enlargement, fill).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from bench import common
+from stereo3d.qc import truth, viewing
+
+RIG = truth.Rig()  # the renderer's default divergence and convergence
+MODEL_WIDTH_RATIO = 518 / 1920  # DA3's output width against a 1080p frame's
+TRUTH_VERSION = 2  # bump when the scenes change: the cached sequences are remade
+
+
+def sequences(size: tuple[int, int] = (960, 540), frames: int = 24) -> dict[str, dict]:
+    """The truth sequences at ``size``, made once into the bench cache (a few minutes at 960x540)."""
+    out = {}
+    for scene in (truth.street(frames), truth.still_camera(frames)):
+        path = (
+            common.CACHE / "truth" / f"{scene.name.replace(' ', '-')}-{size[0]}x{size[1]}-{frames}-v{TRUTH_VERSION}.npz"
+        )
+        if not path.exists():
+            common.say(f"ray-casting {scene.name}: {frames} frames at {size[0]}x{size[1]}")
+            rendered = [truth.render_frame(scene, index, *size, RIG) for index in range(frames)]
+            arrays = {key: np.stack([getattr(frame, key) for frame in rendered])
+                      for key in ("source", "near", "left", "right", "left_class", "right_class", "left_static",
+                                  "right_static")}  # fmt: skip
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez_compressed(tmp, **arrays)
+            tmp.replace(path)
+        with np.load(path) as data:
+            out[scene.name] = {key: data[key] for key in data.files}
+    return out
+
+
+def model_size(near: np.ndarray) -> np.ndarray:
+    """The near map at a depth model's size (area average: a network's output is soft at edges)."""
+    width = max(2, round(near.shape[1] * MODEL_WIDTH_RATIO))
+    height = max(2, round(near.shape[0] * MODEL_WIDTH_RATIO))
+    return cv2.resize(near, (width, height), interpolation=cv2.INTER_AREA)
+
+
+def renderer_views(sequence: dict, settings, depth: str, temporal: bool = True, holes_out: list | None = None):
+    """Both eyes of every frame, rendered as the render stage does (frames walked with their neighbours)."""
+    from stereo3d.stereo.fill import windowed
+    from stereo3d.stereo.warp import Renderer
+
+    nears = [model_size(near) if depth == "model" else near for near in sequence["near"]]
+    frames = sequence["source"]
+    items = ((index, frames[index], nears[index]) for index in range(len(frames)))
+    reach = settings.fill_frames if temporal and settings.fill == "temporal" else 0
+    with Renderer("cpu") as renderer:
+        for index, frame, near, neighbours in windowed(items, reach, 0, len(frames)):
+            views = renderer.render_stereo(frame, near, settings, neighbours=neighbours if reach else None)
+            if holes_out is not None:
+                holes_out.append([renderer._view_maps(k, frame.shape[:2])[1] != 0 for k in range(2)])
+            yield [view.copy() for view in views]
+
+
+def telea_views(sequence: dict, settings, depth: str):
+    """The renderer's warp with OpenCV's Telea inpainting of its holes."""
+    holes = []
+    for index, views in enumerate(renderer_views(sequence, replace(settings, fill="background"), depth, False, holes)):
+        yield [viewing.telea(view, hole) for view, hole in zip(views, holes[index])]
+
+
+def nearest_views(sequence: dict, depth: str):
+    """The plain nearest-pixel warp (holes left black: only its visible pixels are compared)."""
+    from stereo3d.stereo.warp import StereoSettings, parallax_px
+
+    settings = StereoSettings(divergence_pct=RIG.divergence_pct, convergence=RIG.convergence)
+    for frame, near in zip(sequence["source"], sequence["near"]):
+        if depth == "model":
+            near = cv2.resize(model_size(near), (frame.shape[1], frame.shape[0]), interpolation=cv2.INTER_LINEAR)
+        parallax = parallax_px(near, frame.shape[1], settings)
+        yield [viewing.nearest_warp(frame, sign * parallax, mirrored)[0] for sign, mirrored in ((0.5, False),
+                                                                                                (-0.5, True))]  # fmt: skip
+
+
+def score(sequences_: dict, views_of) -> dict:
+    """Scores of a method over every sequence (pooled), with each sequence's own beside them."""
+    pooled, each = viewing.Tally(), {}
+    for name, sequence in sequences_.items():
+        own = viewing.Tally()
+        previous = None
+        for index, views in enumerate(views_of(sequence)):
+            current = []
+            for eye, view in zip(("left", "right"), views):
+                truth_view, classes = sequence[eye][index], sequence[f"{eye}_class"][index]
+                for tally in (pooled, own):
+                    tally.add(view, truth_view, classes)
+                current.append((view, truth_view, (classes == truth.HOLE) & sequence[f"{eye}_static"][index]))
+            if previous is not None:
+                for (was, was_truth, was_still), (now, now_truth, now_still) in zip(previous, current):
+                    for tally in (pooled, own):
+                        tally.add_change(was, now, was_truth, now_truth, was_still & now_still)
+            previous = current
+        each[name] = own.scores()
+    return {**pooled.scores(), "sequences": each}
+
+
+def run(size: tuple[int, int] = (960, 540), frames: int = 24, variants: bool = False) -> dict:
+    from stereo3d.stereo.warp import StereoSettings
+
+    data = sequences(size, frames)
+    defaults = StereoSettings()
+    settings = replace(defaults, divergence_pct=RIG.divergence_pct, convergence=RIG.convergence)
+    results: dict[str, dict] = {}
+    started = time.perf_counter()
+    for depth in ("model", "exact"):
+        results[f"nearest/{depth}"] = score(data, lambda seq, d=depth: nearest_views(seq, d))
+        results[f"telea/{depth}"] = score(data, lambda seq, d=depth: telea_views(seq, settings, d))
+        results[f"renderer/{depth}"] = score(data, lambda seq, d=depth: renderer_views(seq, settings, d))
+        common.say(f"scored the {depth} depth ({time.perf_counter() - started:.0f} s)")
+    if variants:
+        for name, changed in _variants(settings):
+            for depth in ("model", "exact"):
+                results[f"{name}/{depth}"] = score(data, lambda seq, d=depth, s=changed: renderer_views(seq, s, d))
+            common.say(f"variant {name} ({time.perf_counter() - started:.0f} s)")
+    return results
+
+
+def _variants(settings):
+    for dilate in (0, 1, 2, 3):
+        yield f"edge_dilate_px={dilate}", replace(settings, edge_dilate_px=dilate)
+    yield "fill=background", replace(settings, fill="background")
+    for frames in (2, 8):
+        yield f"fill_frames={frames}", replace(settings, fill_frames=frames)
+    yield "depth_upsample=bilinear", replace(settings, depth_upsample="bilinear")
+
+
+def figures(size: tuple[int, int] = (960, 540), frames: int = 24) -> dict:
+    """Q1-Q3 for the harness."""
+    common.say(f"Q1-Q3: views against ground truth, {frames} frames of 2 scenes at {size[0]}x{size[1]}")
+    results = run(size, frames)
+    ours, nearest, telea = results["renderer/model"], results["nearest/model"], results["telea/model"]
+    setup = (f"{frames} frames each of 'street' and 'still camera' at {size[0]}x{size[1]}, near maps at "
+             f"{MODEL_WIDTH_RATIO:.3f} of the width, renderer defaults (divergence {RIG.divergence_pct} %, convergence "
+             f"{RIG.convergence})")  # fmt: skip
+    exact = {key: results[f"{key}/exact"] for key in ("renderer", "nearest", "telea")}
+    return {
+        "Q1": common.figure(
+            ours["visible_psnr_db"] - nearest["visible_psnr_db"], ">= 0",
+            baseline={"what": "nearest-pixel depth-ordered warp, visible pixels", "psnr_db": nearest["visible_psnr_db"]},
+            measured={"what": "renderer, visible pixels", "psnr_db": ours["visible_psnr_db"],
+                      "ssim": ours["visible_ssim"]},
+            setup=setup, exact_depth=exact, all=results,
+        ),
+        "Q2": common.figure(
+            ours["hole_psnr_db"] - telea["hole_psnr_db"], ">= 1.5",
+            baseline={"what": "the renderer's holes inpainted by OpenCV Telea", "psnr_db": telea["hole_psnr_db"]},
+            measured={"what": "renderer's fill", "psnr_db": ours["hole_psnr_db"], "ssim": ours["hole_ssim"]},
+            setup=setup,
+        ),
+        "Q3": common.figure(
+            ours["hole_flicker"] / max(telea["hole_flicker"], 1e-9), "<= 0.5",
+            baseline={"what": "Telea fill, mean |change| in still holes (grey levels)", "flicker": telea["hole_flicker"]},
+            measured={"what": "renderer's fill", "flicker": ours["hole_flicker"]},
+            setup=setup,
+        ),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="960x540")
+    parser.add_argument("--frames", type=int, default=24)
+    parser.add_argument(
+        "--variants", action="store_true", help="also score the settings the defaults were chosen among"
+    )
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    size = tuple(int(v) for v in args.size.split("x"))
+    results = run(size, args.frames, args.variants)
+    for name, scores in results.items():
+        print(f"{name:34s} visible {scores['visible_psnr_db']:6.2f} dB  holes {scores['hole_psnr_db']:6.2f} dB "
+              f"(ssim {scores['hole_ssim']:.3f})  edges {scores['edge_psnr_db']:6.2f} dB  "
+              f"flicker {scores['hole_flicker']:.3f}")  # fmt: skip
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+"""Disocclusions: what a new view shows where the source never saw the scene.
+
+The warp (``stereo3d.stereo.splat``) marks every target pixel nobody landed on and gives it its *hidden
+position*: where the background beside the hole, carried on with its own shift, lies in the source frame, behind
+the foreground that covers it there. A hole is filled with background, never with the foreground's edge:
+
+1. **From other frames** (``temporal``, where the render job passes neighbouring frames): the hidden position is
+   followed into the frames before and after (``Neighbours``), moved with the background's motion between frames;
+   a frame that shows background there (its depth is the background's, clearly behind the occluder) is a
+   candidate, and two candidates that agree in colour fill the pixel (one alone may be a moving object).
+2. **From the background side** (``spatial``): each hole run repeats the source pixel of its background-side
+   neighbour (the left one in the left view, the right one in the right view), taken at a whole pixel so that no
+   foreground is resampled into it; then each filled pixel is the mean of the filled pixels of its column within
+   ``SMOOTH_ROWS`` rows, so that the repeat does not draw the background's texture out into streaks.
+
+Both run on the CPU for either render device, so the GPU and the CPU fill the same pixels.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from numba import njit
+
+from stereo3d.stereo.cuts import picture_change, thumbnail
+
+SMOOTH_ROWS = 3  # rows above and below whose filled pixels a filled pixel is averaged with (bench/viewing.py)
+FILL_FRAMES = 4  # frames before and after a frame whose pictures fill its holes (render.fill_frames' default)
+# A candidate's depth must be within this (near map units) of the background beside the hole, and this much farther
+# than what covers the hidden position in the frame itself.
+BACKGROUND_TOLERANCE = 0.04
+OCCLUDER_MARGIN = 0.05
+BACKGROUND_PX = 2  # the background's depth is read this far from the hole, away from the foreground's edge
+# The background's motion is read this far (% of the width) into the background beside a hole: the optical flow of
+# the foreground's edge spills over a few of the flow's pixels.
+ANCHOR_PCT = 0.6
+AGREE_GREY = 10.0  # two candidates agree when their colours differ by less than this, mean over channels (of 255)
+MOTION_WIDTH = 480  # frames are compared at this width (or less) to find the background's motion between them
+STILL_PX = 0.1  # background motion below this between two frames is taken as none (noise of a still camera)
+CUT_CHANGE = 0.25  # a picture change above this between two frames (mean grey level, 0..1) is a cut
+
+
+def fill_holes(view: np.ndarray, holes: np.ndarray, positions: np.ndarray, source: np.ndarray, mirrored: bool,
+               scratch: np.ndarray | None = None, neighbours: Neighbours | None = None) -> None:  # fmt: skip
+    """Fills the ``holes`` (uint8 [H, W], 1 = disocclusion) of ``view`` ([H, W, C], in place): from the frames
+    around it where ``neighbours`` are given, then from the background side of the ``source`` frame it was warped
+    from. ``positions`` are the view's source positions (float32 px). ``scratch``: an array like ``view`` to work in
+    (a new one if None). ``holes`` is changed: pixels filled from other frames become 2."""
+    if view.ndim == 2:
+        view, source = view[..., None], source[..., None]
+        scratch = None if scratch is None else scratch[..., None]
+    runs = hole_runs(holes)
+    if not len(runs):
+        return
+    if scratch is None:
+        scratch = np.empty_like(view)
+    if neighbours is not None and neighbours.count:
+        top = float(np.iinfo(view.dtype).max)
+        _fill_from_neighbours(view, holes, runs, positions, mirrored, neighbours.current_near, neighbours.frames,
+                              neighbours.nears, neighbours.steps, neighbours.flows, neighbours.first_flow,
+                              np.float32(AGREE_GREY * top / 255.0), ANCHOR_PCT / 100.0 * view.shape[1])  # fmt: skip
+    _repeat_background(holes, runs, positions, source, mirrored, scratch)
+    _smooth_columns(view, holes, runs, scratch, SMOOTH_ROWS)
+
+
+def hole_runs(holes: np.ndarray) -> np.ndarray:
+    """The runs of hole pixels of each row ([n, 3]: row, first column, last column + 1): the fill then visits
+    holes only (a frame has a few percent of them)."""
+    height, width = holes.shape
+    words = width // 8
+    packed = holes[:, : words * 8]
+    if not packed.flags.c_contiguous:
+        packed = np.ascontiguousarray(packed)
+    runs = np.empty((max(16, holes.size // 64), 3), np.int64)
+    while True:
+        count = _scan_runs(holes, packed.view(np.uint64).reshape(height, words), runs)
+        if count >= 0:
+            return runs[:count]
+        runs = np.empty((runs.shape[0] * 4, 3), np.int64)
+
+
+@dataclass
+class Neighbours:
+    """The frames around one frame that its holes may be filled from: ``frames`` [n, H, W, C] and their near maps
+    ``nears`` [n, h, w], ``steps`` [n] frames after this one (negative: before), tried nearest in time first (the
+    earlier of two equally near). ``flows`` [m, fh, fw, 2] is the optical flow (px of the flow's own size) from
+    each frame to the next, from ``first_flow`` frames after this one on (an all-zero field where the camera
+    stood still). Frames of another shot are not among them."""
+
+    current_near: np.ndarray
+    frames: np.ndarray
+    nears: np.ndarray
+    steps: np.ndarray
+    flows: np.ndarray
+    first_flow: int
+
+    @property
+    def count(self) -> int:
+        return len(self.steps)
+
+
+class FrameWindow:
+    """The frames ``reach`` before and after the frame being rendered, as a render job walks through a video:
+    ``push`` each frame with its near map, in order; ``neighbours(index)`` then gives what fills the holes of
+    frame ``index`` once the frames ``reach`` after it are in (or the video has ended: ``close``).
+
+    Between consecutive frames the window keeps the optical flow (OpenCV's DIS, on grey frames at most
+    ``MOTION_WIDTH`` wide). Where the flow over the farther half of the frame (by its near map: mostly scenery
+    moving with the camera) has a median under ``STILL_PX``, the camera stood still and the flow is taken as zero
+    (the flow of a still picture is noise). A picture change above ``CUT_CHANGE`` between two frames is a cut: no
+    frame across it is a neighbour.
+
+    Every decision depends only on the frames within ``reach``, so a segment that starts its window ``reach``
+    frames early (and reads ``reach`` frames past its end) renders the very pixels of a whole-video job."""
+
+    def __init__(self, reach: int = FILL_FRAMES):
+        self.reach = reach
+        self._slots: deque = deque()  # (index, frame, near, grey, thumbnail) in order
+        self._flows: dict[int, np.ndarray | None] = {}  # flow from frame i to i + 1 (None: a cut)
+        self._dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_FAST)
+        self._ended = False
+
+    def push(self, index: int, frame: np.ndarray, near: np.ndarray) -> None:
+        """Adds frame ``index`` (the next one) with its near map, and forgets frames no longer within reach of any
+        frame still to be rendered."""
+        grey = _grey(frame)
+        thumb = thumbnail(frame if frame.dtype == np.uint8 else (frame >> 8).astype(np.uint8))
+        near = np.asarray(near, np.float32)
+        if self._slots and self._slots[-1][0] == index - 1:
+            previous = self._slots[-1]
+            cut = picture_change(previous[4], thumb) > CUT_CHANGE
+            self._flows[index - 1] = None if cut else _flow(self._dis, previous[3], grey, previous[2])
+        self._slots.append((index, frame, near, grey, thumb))
+        while len(self._slots) > 2 * self.reach + 1:
+            gone = self._slots.popleft()
+            self._flows.pop(gone[0], None)
+
+    def ready(self, index: int) -> bool:
+        """Whether frame ``index``'s neighbours are all in."""
+        return self._ended or (bool(self._slots) and self._slots[-1][0] >= index + self.reach)
+
+    def close(self) -> None:
+        """The video has ended: the last frames have no neighbours after them."""
+        self._ended = True
+
+    def neighbours(self, index: int) -> Neighbours:
+        """The neighbours of frame ``index`` (which must be in the window)."""
+        slots = {slot[0]: slot for slot in self._slots}
+        current = slots[index]
+        chosen = []
+        reach = {-1: 0, 1: 0}
+        for direction in (-1, 1):
+            for step in range(1, self.reach + 1):
+                other = index + direction * step
+                if other not in slots or self._flows.get(min(other, other - direction)) is None:
+                    break  # the window's edge, or a cut
+                chosen.append(direction * step)
+                reach[direction] = step
+        chosen.sort(key=lambda k: (abs(k), k))
+        first = index - reach[-1]
+        pairs = [self._flows[i] for i in range(first, index + reach[1])]
+        grey = current[3]
+        flows = np.stack(pairs) if pairs else np.zeros((0, *grey.shape, 2), np.float32)
+        frame = current[1]
+        return Neighbours(
+            current_near=current[2],
+            frames=np.stack([slots[index + k][1] for k in chosen]) if chosen else np.empty((0, *frame.shape), frame.dtype),
+            nears=np.stack([slots[index + k][2] for k in chosen]) if chosen else np.empty((0, *current[2].shape), np.float32),
+            steps=np.array(chosen, np.int64),
+            flows=flows,
+            first_flow=-reach[-1],
+        )  # fmt: skip
+
+
+def windowed(items, reach: int, first: int, end: int):
+    """Frames with their neighbours: ``items`` yields ``(index, frame, near)`` in order, from up to ``reach`` frames
+    before ``first`` to up to ``reach`` frames after ``end`` (fewer at the video's ends); yields ``(index, frame,
+    near, neighbours)`` for every index in ``first .. end - 1``, as soon as its neighbours are in."""
+    window = FrameWindow(reach)
+    pending: deque = deque()
+    for index, frame, near in items:
+        window.push(index, frame, near)
+        if first <= index < end:
+            pending.append((index, frame, near))
+        while pending and window.ready(pending[0][0]):
+            done = pending.popleft()
+            yield (*done, window.neighbours(done[0]))
+    window.close()
+    while pending:
+        done = pending.popleft()
+        yield (*done, window.neighbours(done[0]))
+
+
+def _grey(frame: np.ndarray) -> np.ndarray:
+    """The frame in grey (8 bits) at most ``MOTION_WIDTH`` wide, for the optical flow."""
+    if frame.dtype != np.uint8:
+        frame = (frame >> 8).astype(np.uint8)
+    height, width = frame.shape[:2]
+    if width > MOTION_WIDTH:
+        frame = cv2.resize(frame, (MOTION_WIDTH, max(1, round(height * MOTION_WIDTH / width))),
+                           interpolation=cv2.INTER_AREA)  # fmt: skip
+    return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY) if frame.ndim == 3 else frame
+
+
+def _flow(dis, previous: np.ndarray, current: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """The optical flow from one grey frame to the next (px of their size), all zero where the camera stood still:
+    the median flow over the farther half of the first frame, by its near map, under ``STILL_PX`` of the frame."""
+    if previous.shape[0] < 8 or previous.shape[1] < 8:  # DIS needs a few patches
+        return np.zeros((*previous.shape, 2), np.float32)
+    field = dis.calc(previous, current, None)
+    small = cv2.resize(near, (previous.shape[1], previous.shape[0]), interpolation=cv2.INTER_AREA)
+    far = small <= np.median(small)
+    if np.hypot(*(np.median(field[..., axis][far]) for axis in (0, 1))) < STILL_PX * previous.shape[1] / MOTION_WIDTH:
+        field[...] = 0.0
+    return field
+
+
+@njit(nogil=True, cache=True)
+def _near_at(near, y, x, height, width):
+    """The near map (any size) at frame position (y, x) of a frame ``height`` x ``width``: the sample whose area
+    holds it."""
+    row = min(max(int((y + 0.5) * near.shape[0] / height), 0), near.shape[0] - 1)
+    col = min(max(int((x + 0.5) * near.shape[1] / width), 0), near.shape[1] - 1)
+    return near[row, col]
+
+
+@njit(nogil=True, cache=True)
+def _flow_at(flow, y, x, height, width):
+    """The flow field (any size) at frame position (y, x), bilinear, in frame pixels."""
+    fh, fw = flow.shape[0], flow.shape[1]
+    sy, sx = fh / height, fw / width
+    fy = min(max((y + 0.5) * sy - 0.5, 0.0), fh - 1.0)
+    fx = min(max((x + 0.5) * sx - 0.5, 0.0), fw - 1.0)
+    y0, x0 = int(fy), int(fx)
+    y1, x1 = min(y0 + 1, fh - 1), min(x0 + 1, fw - 1)
+    wy, wx = fy - y0, fx - x0
+    out = np.empty(2)
+    for axis in range(2):
+        a = flow[y0, x0, axis] * (1 - wx) + flow[y0, x1, axis] * wx
+        b = flow[y1, x0, axis] * (1 - wx) + flow[y1, x1, axis] * wx
+        out[axis] = (a * (1 - wy) + b * wy) / (sx if axis == 0 else sy)
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _fill_from_neighbours(view, holes, runs, positions, mirrored, near, frames, nears, steps, flows, first_flow,
+                          agree, anchor_px):  # fmt: skip
+    """Each hole pixel with two agreeing candidates from the neighbouring ``frames`` takes their mean and is marked
+    2 in ``holes``. A run of holes follows its background side's anchor (``anchor_px`` into the background beside
+    it) through the flows to each neighbour, and each of its pixels looks there, moved as the anchor moved."""
+    height, width = holes.shape
+    channels = view.shape[2]
+    top = np.float32(np.iinfo(view.dtype).max)
+    count = len(steps)
+    candidates = np.empty((count, channels), np.float32)
+    moves = np.zeros((count, 2))
+    away = 1 if mirrored else -1  # from a hole towards its background side
+    for run in range(runs.shape[0]):
+        y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
+        side = end if mirrored else start - 1  # the run's background-side neighbour
+        if side < 0 or side >= width:
+            continue  # the frame's edge: what lies beyond it
+        background = _near_at(near, y, positions[y, side] + away * BACKGROUND_PX, height, width)
+        # Where the anchor goes in each neighbour: through the flows, one frame at a time, outward.
+        anchor_x = positions[y, side] + away * anchor_px
+        for direction in (-1, 1):
+            ax, ay = anchor_x, float(y)
+            for step in range(1, count + 1):
+                reached = False
+                for k in range(count):
+                    if steps[k] == direction * step:
+                        reached = True
+                if not reached:
+                    break
+                pair = (step - 1 if direction > 0 else -step) - first_flow
+                motion = _flow_at(flows[pair], ay, ax, height, width)
+                ax += direction * motion[0]
+                ay += direction * motion[1]
+                for k in range(count):
+                    if steps[k] == direction * step:
+                        moves[k, 0] = ax - anchor_x
+                        moves[k, 1] = ay - y
+        for target in range(start, end):
+            hidden = positions[y, target]
+            occluder = _near_at(near, y, hidden, height, width)
+            if occluder - background < OCCLUDER_MARGIN:
+                continue  # nothing clearly in front: not a disocclusion other frames can show
+            found = 0
+            for index in range(count):
+                cx = hidden + moves[index, 0]
+                cy = y + moves[index, 1]
+                if cx < 0 or cx > width - 1 or cy < 0 or cy > height - 1:
+                    continue
+                there = _near_at(nears[index], cy, cx, height, width)
+                if abs(there - background) >= BACKGROUND_TOLERANCE or there > occluder - OCCLUDER_MARGIN:
+                    continue
+                # Bilinear sample of the neighbour at (cx, cy).
+                x0, y0 = int(cx), int(cy)
+                x1, y1 = min(x0 + 1, width - 1), min(y0 + 1, height - 1)
+                fx, fy = np.float32(cx - x0), np.float32(cy - y0)
+                for c in range(channels):
+                    a = np.float32(frames[index, y0, x0, c]) * (1 - fx) + np.float32(frames[index, y0, x1, c]) * fx
+                    b = np.float32(frames[index, y1, x0, c]) * (1 - fx) + np.float32(frames[index, y1, x1, c]) * fx
+                    candidates[found, c] = a * (1 - fy) + b * fy
+                # Does it agree with an earlier one?
+                match = -1
+                for other in range(found):
+                    difference = np.float32(0.0)
+                    for c in range(channels):
+                        difference += abs(candidates[other, c] - candidates[found, c])
+                    if difference < agree * channels:
+                        match = other
+                        break
+                if match >= 0:
+                    for c in range(channels):
+                        value = (candidates[match, c] + candidates[found, c]) * np.float32(0.5)
+                        view[y, target, c] = min(max(np.floor(value + np.float32(0.5)), np.float32(0)), top)
+                    holes[y, target] = 2
+                    break
+                found += 1
+
+
+@njit(nogil=True, cache=True)
+def _scan_runs(holes, words, runs):
+    """The runs of nonzero pixels into ``runs``, skipping eight zero pixels at a time (``words``: the row's first
+    ``8 * n`` pixels as uint64); their count, or -1 if ``runs`` is too short."""
+    height, width = holes.shape
+    count = 0
+    for y in range(height):
+        x = 0
+        while x < width:
+            if x % 8 == 0 and x // 8 < words.shape[1] and words[y, x // 8] == 0:
+                x += 8
+                continue
+            if holes[y, x] == 0:
+                x += 1
+                continue
+            start = x
+            while x < width and holes[y, x] != 0:
+                x += 1
+            if count == runs.shape[0]:
+                return -1
+            runs[count, 0], runs[count, 1], runs[count, 2] = y, start, x
+            count += 1
+    return count
+
+
+@njit(nogil=True, cache=True)
+def _repeat_background(holes, runs, positions, source, mirrored, out):
+    """Each hole pixel's repeat of its run's background-side source pixel, into ``out`` (hole pixels only)."""
+    width = holes.shape[1]
+    channels = source.shape[2]
+    for run in range(runs.shape[0]):
+        y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
+        # The background side: left in the left view, right in the right view; a run at the frame's edge on that
+        # side shows what lies beyond the frame: the edge column.
+        if not mirrored:
+            column = 0 if start == 0 else int(np.ceil(positions[y, start - 1] - np.float32(0.5)))
+        else:
+            column = width - 1 if end == width else int(np.floor(positions[y, end] + np.float32(0.5)))
+        column = min(max(column, 0), width - 1)
+        for target in range(start, end):
+            if holes[y, target] == 1:  # (2: filled from another frame)
+                for c in range(channels):
+                    out[y, target, c] = source[y, column, c]
+
+
+@njit(nogil=True, cache=True)
+def _smooth_columns(view, holes, runs, repeated, radius):
+    """Each hole pixel (1) of ``view`` becomes the mean (rounded) of the ``repeated`` values of the hole pixels (1)
+    of its column within ``radius`` rows."""
+    height = holes.shape[0]
+    channels = view.shape[2]
+    total = np.zeros(channels, np.int64)
+    for run in range(runs.shape[0]):
+        y = runs[run, 0]
+        for x in range(runs[run, 1], runs[run, 2]):
+            if holes[y, x] != 1:
+                continue
+            for c in range(channels):
+                total[c] = 0
+            count = 0
+            for row in range(max(0, y - radius), min(height, y + radius + 1)):
+                if holes[row, x] == 1:
+                    count += 1
+                    for c in range(channels):
+                        total[c] += repeated[row, x, c]
+            for c in range(channels):
+                view[y, x, c] = (total[c] + count // 2) // count
