@@ -80,9 +80,9 @@ def test_an_intel_cpu_keeps_onnx_runtimes_openvino_plugin_first():
 
 def test_this_machine_takes_the_route_only_if_its_cpu_has_bf16():
     here = P.machine()
-    assert here.cpu_bf16 == OV.has_bf16(OV.cpu_flags())
+    assert here.has_cpu_bf16() == OV.has_bf16(OV.cpu_flags())
     taken = first(P.plan("auto", here, P.Request(precision="fast"))) == "openvino_runtime"
-    assert taken == (here.cpu_bf16 and OV.installed() and not any(d.ep == OPENVINO for d in here.devices))
+    assert taken == (here.has_cpu_bf16() and OV.installed() and not any(d.ep == OPENVINO for d in here.devices))
 
 
 @pytest.fixture(scope="module")

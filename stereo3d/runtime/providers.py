@@ -181,7 +181,12 @@ class Machine:
     devices: tuple[Device, ...]
     installed: frozenset[str]
     problems: dict[str, str] = field(default_factory=dict)
-    cpu_bf16: bool = False  # the CPU has bf16 arithmetic (AVX-512-BF16 or AMX): openvino_runtime's fast path
+    # Whether the CPU has bf16 arithmetic (AVX-512-BF16 or AMX): openvino_runtime's fast path. None: this machine's
+    # CPU, asked when a plan with precision fast needs it (outside Linux that asks OpenVINO, ~0.5 s).
+    cpu_bf16: bool | None = None
+
+    def has_cpu_bf16(self) -> bool:
+        return this_cpu_bf16() if self.cpu_bf16 is None else self.cpu_bf16
 
     def why_not(self, ep: str | None, kind: str | None = None) -> str:
         if ep in self.problems:
@@ -255,12 +260,14 @@ def plan(
             if not auto:
                 skipped.append((name, "not used for this model"))
             continue
-        if auto and name == "openvino_runtime" and not (request.precision == "fast" and machine.cpu_bf16):
+        if auto and name == "openvino_runtime" and matches:
             # Only bf16 is worth a second runtime: exact stays on ONNX Runtime's float32 (the reference), and a CPU
             # without bf16 computes float32 either way.
-            if request.precision == "fast" and matches:
+            if request.precision != "fast":
+                continue
+            if not machine.has_cpu_bf16():
                 skipped.append((name, machine.why_not(RUNTIME_EP)))
-            continue
+                continue
         if not matches:
             ep = PROVIDERS[name].ep if name in PROVIDERS else None  # a name no table row or plugin has
             if name != "*" and (not auto or ep in machine.installed or ep in machine.problems):
@@ -331,13 +338,17 @@ def discover(nodes: Sequence[int]) -> Machine:
         log.warning("this machine has an NVIDIA GPU, but ONNX Runtime cannot use it: %s; until then models run "
                     "on the CPU", problems["CUDAExecutionProvider"])  # fmt: skip
     installed = built_in | frozenset(plugins)
-    cpu_bf16 = False
     if openvino_runtime.installed():
         cpu = next((d for d in devices if d.ep == "CPUExecutionProvider"), None)
         devices.append(Device(RUNTIME_EP, "cpu", cpu.vendor if cpu else ""))
         installed |= {RUNTIME_EP}
-        cpu_bf16 = openvino_runtime.has_bf16(openvino_runtime.cpu_flags())
-    return Machine(tuple(devices), installed, problems, cpu_bf16)
+    return Machine(tuple(devices), installed, problems)
+
+
+@functools.cache
+def this_cpu_bf16() -> bool:
+    """Whether this machine's CPU has bf16 arithmetic (``openvino_runtime.cpu_flags``)."""
+    return openvino_runtime.has_bf16(openvino_runtime.cpu_flags())
 
 
 def register_plugins() -> dict[str, str]:
