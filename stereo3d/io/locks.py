@@ -25,7 +25,7 @@ def try_lock(path: str | Path) -> int | None:
     # and most processes never lock anything.
     from filelock import lock_descriptor
 
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)  # Windows: no newline rewriting
     try:
         if lock_descriptor(fd, blocking=False):
             return fd
