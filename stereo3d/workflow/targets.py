@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from stereo3d.errors import BadVideo
 from stereo3d.models.da3.tiers import export_shape, tier_shapes
 from stereo3d.models.names import da3_onnx_name, da3_weights_folder, nvds_onnx_names
 from stereo3d.models.validation import validation_path
@@ -61,7 +62,11 @@ class Targets:
         sources = Sources(self.paths.work)
         for video, path in self.all_videos.items():
             self.fingerprints[video] = sources.fingerprint(path)
-            self.links[video] = str(sources.link(video, path))
+            try:
+                self.links[video] = str(sources.link(video, path))
+            except BadVideo as exc:  # a path Snakemake cannot read, and no link to it allowed here
+                self.failed[video] = {"reason": str(exc)}
+                continue
             record = current_failure(record_path(self.paths.work, video), self.fingerprints[video])
             if record is not None:
                 self.failed[video] = record
