@@ -46,15 +46,16 @@ def kernels():
 
 def launch_types(dtype) -> dict[str, tuple]:
     """The argument types ``CudaRenderer.render`` launches each kernel with, for sources of ``dtype``: the int16
-    shift [H, W], the view's direction (bool), the fraction bits (int), the int32 source columns [H, W] (one view of
-    a [views, H, W] buffer), the source and each view [H, W, C]."""
+    shift [H, W], the view's direction (bool), the fraction bits (int), the int32 source columns and the uint8
+    disocclusions [H, W] (one view of a [views, H, W] buffer each), the source and each view [H, W, C]."""
     from numba import typeof
     from numba.core import types as nb
 
     frame = np.zeros((4, 8, 3), dtype)
     columns = typeof(np.zeros((2, 4, 8), np.int32)[0])
+    holes = typeof(np.zeros((2, 4, 8), np.uint8)[0])
     return {
-        "columns_kernel": (typeof(np.zeros((4, 8), np.int16)), nb.boolean, nb.int64, columns),
+        "columns_kernel": (typeof(np.zeros((4, 8), np.int16)), nb.boolean, nb.int64, columns, holes),
         "sample_kernel": (typeof(frame), columns, typeof(np.zeros((2, *frame.shape), dtype)[0])),
     }
 

@@ -194,6 +194,36 @@ def parallax_figure(times: np.ndarray, per_frame: np.ndarray, limit_pct: float, 
         return _render(figure)
 
 
+def convergence_figure(times: np.ndarray, zero_planes: np.ndarray, subjects: np.ndarray | None,
+                       fronts: np.ndarray | None, shots: np.ndarray, divergence_pct: float, front_limit_pct: float,
+                       name: str, mode: str) -> np.ndarray:  # fmt: skip
+    """BGR line plot of the screen plane over time (``render.convergence``: a number, or ``auto``): where it lies
+    in the near maps (0 = the farthest content, 1 = the nearest), with, under ``auto``, the subject found in each
+    frame and the floor the front limit sets; cuts as vertical lines."""
+    x = np.asarray(times, dtype=np.float64)[: len(zero_planes)]
+    planes = np.asarray(zero_planes, dtype=np.float64)
+    cuts = np.nonzero(np.diff(np.asarray(shots)) != 0)[0] + 1
+    title = (f"{name}: the screen plane (convergence {mode}), {len(cuts) + 1} shot(s); a subject at the plane "
+             f"has no parallax, content {front_limit_pct:g} % of the width in front of it is the front limit")  # fmt: skip
+    with _style():
+        figure, axes = _plot_axes(title, "time (s)", "near value at the screen")
+        if subjects is not None:
+            _line(axes, x, np.asarray(subjects)[: len(x)], RAW_COLOUR, 1.0, "subject found in the frame")
+        if fronts is not None and divergence_pct > 0:
+            floor = np.asarray(fronts, dtype=np.float64)[: len(x)] - front_limit_pct / divergence_pct
+            axes.plot(x, floor, color=LIMIT_COLOUR, linewidth=1.0, linestyle=(0, (6, 6)),
+                      label="front limit (the plane may not go below)", zorder=1.5)  # fmt: skip
+        _line(axes, x, planes, STABLE_COLOUR, 1.8, "screen plane")
+        for cut in cuts:
+            if cut < len(x):
+                axes.axvline(x[cut], color=ZERO_COLOUR, linewidth=0.8, zorder=1)
+        axes.set_ylim(0.0, 1.0)
+        if not len(x):
+            _note(axes, "no frames")
+        axes.legend(loc="upper right")
+        return _render(figure)
+
+
 def write_png(path: str | Path, image: np.ndarray) -> None:
     """Store a BGR figure as a PNG, atomically (a killed job leaves no half-written picture)."""
     with atomic_output(path) as tmp:

@@ -27,6 +27,7 @@ from numba import njit
 
 from stereo3d.stereo.cuts import picture_change, thumbnail
 
+TEMPORAL_REPEAT = True
 SMOOTH_ROWS = 3  # rows above and below whose filled pixels a filled pixel is averaged with (bench/viewing.py)
 FILL_FRAMES = 4  # frames before and after a frame whose pictures fill its holes (render.fill_frames' default)
 # A candidate's depth must be within this (near map units) of the background beside the hole, and this much farther
@@ -40,6 +41,7 @@ ANCHOR_PCT = 0.6
 AGREE_GREY = 10.0  # two candidates agree when their colours differ by less than this, mean over channels (of 255)
 MOTION_WIDTH = 480  # frames are compared at this width (or less) to find the background's motion between them
 STILL_PX = 0.1  # background motion below this between two frames is taken as none (noise of a still camera)
+STILL_GREY = 1.5  # ...and so where most of the farther half changed less than this (median, grey levels of 255)
 CUT_CHANGE = 0.25  # a picture change above this between two frames (mean grey level, 0..1) is a cut
 
 
@@ -59,10 +61,19 @@ def fill_holes(view: np.ndarray, holes: np.ndarray, positions: np.ndarray, sourc
         scratch = np.empty_like(view)
     if neighbours is not None and neighbours.count:
         top = float(np.iinfo(view.dtype).max)
-        _fill_from_neighbours(view, holes, runs, positions, mirrored, neighbours.current_near, neighbours.frames,
-                              neighbours.nears, neighbours.steps, neighbours.flows, neighbours.first_flow,
-                              np.float32(AGREE_GREY * top / 255.0), ANCHOR_PCT / 100.0 * view.shape[1])  # fmt: skip
-    _repeat_background(holes, runs, positions, source, mirrored, scratch)
+        moves = _run_moves(runs, positions, mirrored, neighbours.steps, neighbours.flows, neighbours.first_flow,
+                           ANCHOR_PCT / 100.0 * view.shape[1])  # fmt: skip
+        _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, neighbours.current_near,
+                              neighbours.frames, neighbours.nears, np.float32(AGREE_GREY * top / 255.0))  # fmt: skip
+        frames = neighbours.frames
+    else:
+        moves = np.zeros((len(runs), 0, 2))
+        frames = np.empty((0, *source.shape), source.dtype)
+    if not TEMPORAL_REPEAT:
+        frames = frames[:0]
+    _repeat_background(holes, runs, positions, source, mirrored, scratch, frames, moves,
+                       neighbours.current_near if neighbours is not None else np.zeros((1, 1), np.float32),
+                       neighbours.nears if neighbours is not None else np.zeros((0, 1, 1), np.float32))  # fmt: skip
     _smooth_columns(view, holes, runs, scratch, SMOOTH_ROWS)
 
 
@@ -110,7 +121,8 @@ class FrameWindow:
     Between consecutive frames the window keeps the optical flow (OpenCV's DIS, on grey frames at most
     ``MOTION_WIDTH`` wide). Where the flow over the farther half of the frame (by its near map: mostly scenery
     moving with the camera) has a median under ``STILL_PX``, the camera stood still and the flow is taken as zero
-    (the flow of a still picture is noise). A picture change above ``CUT_CHANGE`` between two frames is a cut: no
+    (the flow of a still picture is noise), and so where most of that half hardly changed (the median change under
+    ``STILL_GREY``: noise and grain; a subject moving across it changes only part of it). A picture change above ``CUT_CHANGE`` between two frames is a cut: no
     frame across it is a neighbour.
 
     Every decision depends only on the frames within ``reach``, so a segment that starts its window ``reach``
@@ -210,9 +222,13 @@ def _flow(dis, previous: np.ndarray, current: np.ndarray, near: np.ndarray) -> n
     the median flow over the farther half of the first frame, by its near map, under ``STILL_PX`` of the frame."""
     if previous.shape[0] < 8 or previous.shape[1] < 8:  # DIS needs a few patches
         return np.zeros((*previous.shape, 2), np.float32)
-    field = dis.calc(previous, current, None)
     small = cv2.resize(near, (previous.shape[1], previous.shape[0]), interpolation=cv2.INTER_AREA)
     far = small <= np.median(small)
+    # The camera stood still where the farther half of the picture did not change (a few grey levels of noise).
+    change = cv2.absdiff(previous, current)
+    if float(np.median(change[far])) < STILL_GREY:
+        return np.zeros((*previous.shape, 2), np.float32)
+    field = dis.calc(previous, current, None)
     if np.hypot(*(np.median(field[..., axis][far]) for axis in (0, 1))) < STILL_PX * previous.shape[1] / MOTION_WIDTH:
         field[...] = 0.0
     return field
@@ -246,17 +262,47 @@ def _flow_at(flow, y, x, height, width):
 
 
 @njit(nogil=True, cache=True)
-def _fill_from_neighbours(view, holes, runs, positions, mirrored, near, frames, nears, steps, flows, first_flow,
-                          agree, anchor_px):  # fmt: skip
+def _run_moves(runs, positions, mirrored, steps, flows, first_flow, anchor_px):
+    """Where each run's background goes in each neighbour ([runs, neighbours, 2]: x, y px): its anchor
+    (``anchor_px`` into the background beside the run) followed through the flows, one frame at a time, outward."""
+    height, width = positions.shape
+    count = len(steps)
+    moves = np.zeros((runs.shape[0], count, 2))
+    away = 1 if mirrored else -1  # from a hole towards its background side
+    for run in range(runs.shape[0]):
+        y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
+        side = end if mirrored else start - 1  # the run's background-side neighbour
+        if side < 0 or side >= width:
+            continue  # the frame's edge: nothing to follow
+        anchor_x = positions[y, side] + away * anchor_px
+        for direction in (-1, 1):
+            ax, ay = anchor_x, float(y)
+            for step in range(1, count + 1):
+                reached = -1
+                for k in range(count):
+                    if steps[k] == direction * step:
+                        reached = k
+                if reached < 0:
+                    break
+                pair = (step - 1 if direction > 0 else -step) - first_flow
+                motion = _flow_at(flows[pair], ay, ax, height, width)
+                ax += direction * motion[0]
+                ay += direction * motion[1]
+                moves[run, reached, 0] = ax - anchor_x
+                moves[run, reached, 1] = ay - y
+    return moves
+
+
+@njit(nogil=True, cache=True)
+def _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, near, frames, nears, agree):
     """Each hole pixel with two agreeing candidates from the neighbouring ``frames`` takes their mean and is marked
-    2 in ``holes``. A run of holes follows its background side's anchor (``anchor_px`` into the background beside
-    it) through the flows to each neighbour, and each of its pixels looks there, moved as the anchor moved."""
+    2 in ``holes``. Each pixel of a run looks where its hidden position goes as the run's background moves
+    (``moves``, from ``_run_moves``)."""
     height, width = holes.shape
     channels = view.shape[2]
     top = np.float32(np.iinfo(view.dtype).max)
-    count = len(steps)
+    count = frames.shape[0]
     candidates = np.empty((count, channels), np.float32)
-    moves = np.zeros((count, 2))
     away = 1 if mirrored else -1  # from a hole towards its background side
     for run in range(runs.shape[0]):
         y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
@@ -264,25 +310,6 @@ def _fill_from_neighbours(view, holes, runs, positions, mirrored, near, frames, 
         if side < 0 or side >= width:
             continue  # the frame's edge: what lies beyond it
         background = _near_at(near, y, positions[y, side] + away * BACKGROUND_PX, height, width)
-        # Where the anchor goes in each neighbour: through the flows, one frame at a time, outward.
-        anchor_x = positions[y, side] + away * anchor_px
-        for direction in (-1, 1):
-            ax, ay = anchor_x, float(y)
-            for step in range(1, count + 1):
-                reached = False
-                for k in range(count):
-                    if steps[k] == direction * step:
-                        reached = True
-                if not reached:
-                    break
-                pair = (step - 1 if direction > 0 else -step) - first_flow
-                motion = _flow_at(flows[pair], ay, ax, height, width)
-                ax += direction * motion[0]
-                ay += direction * motion[1]
-                for k in range(count):
-                    if steps[k] == direction * step:
-                        moves[k, 0] = ax - anchor_x
-                        moves[k, 1] = ay - y
         for target in range(start, end):
             hidden = positions[y, target]
             occluder = _near_at(near, y, hidden, height, width)
@@ -290,8 +317,8 @@ def _fill_from_neighbours(view, holes, runs, positions, mirrored, near, frames, 
                 continue  # nothing clearly in front: not a disocclusion other frames can show
             found = 0
             for index in range(count):
-                cx = hidden + moves[index, 0]
-                cy = y + moves[index, 1]
+                cx = hidden + moves[run, index, 0]
+                cy = y + moves[run, index, 1]
                 if cx < 0 or cx > width - 1 or cy < 0 or cy > height - 1:
                     continue
                 there = _near_at(nears[index], cy, cx, height, width)
@@ -349,10 +376,16 @@ def _scan_runs(holes, words, runs):
 
 
 @njit(nogil=True, cache=True)
-def _repeat_background(holes, runs, positions, source, mirrored, out):
-    """Each hole pixel's repeat of its run's background-side source pixel, into ``out`` (hole pixels only)."""
-    width = holes.shape[1]
+def _repeat_background(holes, runs, positions, source, mirrored, out, frames, moves, near, nears):
+    """Each hole pixel's repeat of its run's background-side source pixel, into ``out`` (hole pixels only): the
+    median of that pixel in this frame and, where ``frames`` around it are given, in each of them where the run's
+    background went (``moves``) and the depth there is still the background's (``nears`` against ``near``). A
+    background pixel is steadier over time than in one frame: grain, or a subject passing, change it for a frame
+    or two, not the median."""
+    height, width = holes.shape
     channels = source.shape[2]
+    count = frames.shape[0]
+    values = np.empty(count + 1, np.float32)
     for run in range(runs.shape[0]):
         y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
         # The background side: left in the left view, right in the right view; a run at the frame's edge on that
@@ -362,10 +395,34 @@ def _repeat_background(holes, runs, positions, source, mirrored, out):
         else:
             column = width - 1 if end == width else int(np.floor(positions[y, end] + np.float32(0.5)))
         column = min(max(column, 0), width - 1)
-        for target in range(start, end):
-            if holes[y, target] == 1:  # (2: filled from another frame)
-                for c in range(channels):
-                    out[y, target, c] = source[y, column, c]
+        background = _near_at(near, y, column, height, width) if count else np.float32(0.0)
+        for c in range(channels):
+            values[0] = source[y, column, c]
+            taken = 1
+            for k in range(count):
+                row = int(np.floor(y + moves[run, k, 1] + 0.5))
+                col = int(np.floor(column + moves[run, k, 0] + 0.5))
+                if 0 <= row < height and 0 <= col < width:
+                    if abs(_near_at(nears[k], row, col, height, width) - background) < BACKGROUND_TOLERANCE:
+                        values[taken] = frames[k, row, col, c]
+                        taken += 1
+            value = _median(values, taken)
+            for target in range(start, end):
+                if holes[y, target] == 1:  # (2: filled from another frame)
+                    out[y, target, c] = value
+
+
+@njit(nogil=True, cache=True)
+def _median(values, count):
+    """The median of ``values[:count]`` (the lower of the middle two), sorting them in place (a few values)."""
+    for i in range(1, count):
+        key = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > key:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = key
+    return values[(count - 1) // 2]
 
 
 @njit(nogil=True, cache=True)

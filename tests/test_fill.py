@@ -1,0 +1,86 @@
+"""Disocclusions filled with what the scene hides (stereo3d.stereo.fill): from the frames around where they show it,
+else from the background beside the hole; never across a cut; the same pixels however the video is cut."""
+
+import numpy as np
+import pytest
+
+from stereo3d.stereo.fill import FrameWindow, windowed
+from stereo3d.stereo.warp import Renderer, StereoSettings
+
+WIDTH, HEIGHT = 96, 40
+SETTINGS = StereoSettings(divergence_pct=10.0, convergence=0.5, edge_dilate_px=0, depth_upsample="bilinear")
+
+
+def background():
+    """A still, textured far wall (blocks of 2 x 2 px of their own colour: a fill can be told apart from the truth,
+    and the optical flow finds the wall still)."""
+    rng = np.random.default_rng(5)
+    blocks = rng.integers(0, 256, (HEIGHT // 2, WIDTH // 2, 3), dtype=np.uint8)
+    return np.repeat(np.repeat(blocks, 2, axis=0), 2, axis=1)
+
+
+def moving_box(index, speed=6, wall=None):
+    """Frame ``index``: a flat grey box, nearer than the screen, moving right over the still wall."""
+    frame = (background() if wall is None else wall).copy()
+    near = np.zeros((HEIGHT, WIDTH), np.float32)
+    x0 = 20 + speed * index
+    frame[8:32, x0 : x0 + 16] = 200
+    near[8:32, x0 : x0 + 16] = 1.0
+    return frame, near
+
+
+def render_with_neighbours(frames, first=0, end=None, reach=4):
+    end = len(frames) if end is None else end
+    items = ((i, f, n) for i, (f, n) in enumerate(frames) if first - reach <= i < end + reach)
+    out = {}
+    with Renderer("cpu") as renderer:
+        for index, frame, near, neighbours in windowed(items, reach, first, end):
+            out[index] = [view.copy() for view in renderer.render_stereo(frame, near, SETTINGS, neighbours=neighbours)]
+    return out
+
+
+def test_a_hole_takes_the_background_that_the_frames_around_show():
+    # Divergence 12 px, screen at near 0.5: the wall (near 0) moves 3 px left in the left eye, the box (near 1) 3 px
+    # right; the 6 columns of wall the left eye sees on the box's left (targets 35..40 in frame 3, box at 38..53)
+    # lie behind the box in the source frame, and are the wall 3 px to their right. The box moving right uncovers
+    # them in the frames after.
+    settings = StereoSettings(divergence_pct=12.5, convergence=0.5, edge_dilate_px=0, depth_upsample="bilinear")
+    frames = [moving_box(i) for i in range(7)]
+    items = ((i, f, n) for i, (f, n) in enumerate(frames))
+    with Renderer("cpu") as renderer:
+        for index, frame, near, neighbours in windowed(items, 4, 3, 4):
+            left, right = renderer.render_stereo(frame, near, settings, neighbours=neighbours)
+    wall = background()
+    hidden = slice(35, 41)
+    assert np.array_equal(left[8:32, hidden], wall[8:32, 38:44])
+    alone, _ = Renderer("cpu").render_stereo(*frames[3], settings)  # no other frames: the background beside it
+    assert not np.array_equal(alone[8:32, hidden], wall[8:32, 38:44])
+    assert not (alone[8:32, hidden] == wall[8:32, 38:44]).all(axis=(1, 2)).any()  # no row of it is the wall
+
+
+def test_no_frame_across_a_cut_fills_a_hole():
+    window = FrameWindow(reach=2)
+    frames = [moving_box(i) for i in range(3)]
+    other_shot = np.full((HEIGHT, WIDTH, 3), 30, np.uint8), np.zeros((HEIGHT, WIDTH), np.float32)
+    for index, (frame, near) in enumerate([*frames, other_shot, other_shot]):
+        window.push(index, frame, near)
+    assert list(window.neighbours(2).steps) == [-1, -2]  # frames 3 and 4 are another shot
+    assert sorted(window.neighbours(1).steps) == [-1, 1]
+
+
+@pytest.mark.parametrize("first,end", [(0, 9), (3, 6), (5, 9)])
+def test_a_segment_fills_its_holes_as_the_whole_video_does(first, end):
+    frames = [moving_box(i, speed=4) for i in range(9)]
+    whole = render_with_neighbours(frames)
+    segment = render_with_neighbours(frames, first, end)
+    assert sorted(segment) == list(range(first, end))
+    for index in range(first, end):
+        for a, b in zip(whole[index], segment[index], strict=True):
+            assert np.array_equal(a, b), index
+
+
+def test_holes_of_a_still_shot_are_filled_the_same_in_every_frame():
+    frames = [moving_box(0) for _ in range(5)]  # nothing moves
+    views = render_with_neighbours(frames)
+    for index in range(1, 5):
+        assert np.array_equal(views[index][0], views[0][0]) and np.array_equal(views[index][1], views[0][1])
