@@ -237,6 +237,38 @@ def test_a_hardware_encoder_this_ffmpeg_lacks_gives_way_to_software_with_a_one_l
     ]
 
 
+@pytest.mark.parametrize(
+    ("codec", "pix_fmt", "software"),
+    [("h264_nvenc", "yuv420p", "libx264"), ("hevc_qsv", "yuv420p10le", "libx265"), ("av1_amf", "yuv420p", "libsvtav1"),
+     ("hevc_nvenc", "yuv420p", "libx265"), ("h264_qsv", "yuv420p", "libx264")],
+)  # fmt: skip
+def test_a_hardware_encoder_whose_test_encode_fails_gives_way_to_software_with_ffmpegs_reason(
+    caplog, codec, pix_fmt, software
+):
+    from stereo3d.io.codecs import get_codec
+
+    encoder = get_codec(codec).encoder
+    assert f" {encoder} " in built_in_encoders()  # this ffmpeg has it: what fails is the device, at the test encode
+    # The oracle: the same one-frame encode, run here; where it succeeds (a machine with that hardware) the encoder
+    # is kept without a word.
+    own = run_ffmpeg(["-f", "lavfi", "-i", "color=c=gray:s=256x256:r=1", "-frames:v", "1", "-pix_fmt",
+                      get_codec(codec).pix_fmts[pix_fmt], "-c:v", encoder, "-f", "null", "-"],
+                     None, "test encode (test)", check=False)  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="stereo3d.io.encode"):
+        chosen = resolve_codec(codec, pix_fmt)
+    lines = [record.getMessage() for record in caplog.records]
+    if own.returncode == 0:
+        assert (chosen, lines) == (codec, [])
+        return
+    assert chosen == software
+    (line,) = lines
+    match = re.fullmatch(rf"{codec} is not available here \((.+)\); encoding with {software} instead", line)
+    assert match, line
+    reason = match.group(1)
+    assert "Unknown encoder" not in reason
+    assert reason in own.stderr.decode("utf-8", "replace")  # ffmpeg's own words
+
+
 def test_a_software_encoder_is_taken_without_a_test_encode(caplog):
     with caplog.at_level(logging.DEBUG):
         assert resolve_codec("libx264", "yuv420p") == "libx264"
@@ -388,6 +420,7 @@ def hdr10_in_every_frame(path: Path) -> list[str]:
         ("libx265", "final.mp4", "0.000100"),
         ("libx265", "final.mkv", "0.000100"),
         ("libsvtav1", "final.mkv", "0.000122"),
+        ("libsvtav1", "final.mp4", "0.000122"),
     ],
 )
 def test_hdr10_metadata_of_the_source_is_in_every_frame_of_the_joined_result(make_clip, tmp_path, codec, out,

@@ -147,7 +147,7 @@ def overrides(dotted: str | None = None, value=None, **base) -> dict:
 
 def scheduled_each(workdir: Path, table: dict, **base) -> dict[str, set[str]]:
     """The rules a dry run would run (without the target rule) with each key of ``table`` changed alone; all
-    the dry runs in one process (harness.planned_jobs_each)."""
+    each its own dry run (harness.planned_jobs_each)."""
     changed = {key: overrides(key, value, **base) for key, (value, _) in table.items()}
     return {key: set(jobs) for key, jobs in planned_jobs_each(workdir, changed).items()}
 

@@ -18,9 +18,7 @@ so its near maps are the full run's.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import html
 import logging
 import tempfile
 from pathlib import Path
@@ -135,23 +133,3 @@ def preview_grid(video: str | Path, probe: dict, near: str | Path, frame: int, o
         still_near = maps.read(frame - start, 1)[0]
     image = settings_grid(video, probe, frame, still_near, stereo, divergences, convergences, tile_width, picture)
     write_png(out, image)
-
-
-def preview_page(clips: list[str | Path], labels: list[str], title: str, out: str | Path) -> None:
-    """One HTML page playing the video's clips (each embedded, so the page stands alone in the report): Snakemake's
-    report shows an HTML result in a frame, while it offers an MP4 result only as a download."""
-    players = []
-    for path, label in zip(clips, labels, strict=True):
-        data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-        players.append(
-            f'<figure><video controls loop muted autoplay playsinline src="data:video/mp4;base64,{data}"></video>'
-            f"<figcaption>{html.escape(label)}</figcaption></figure>"
-        )
-    page = (
-        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title><style>'
-        "body{{font-family:sans-serif;margin:12px;color:#282828}}figure{{margin:0 0 16px}}"
-        "video{{max-width:100%;display:block;background:#000}}figcaption{{font-size:13px;padding:4px 0}}"
-        "</style></head><body><h3>{title}</h3>{players}</body></html>"
-    ).format(title=html.escape(title), players="".join(players))
-    with atomic_output(out) as tmp:
-        Path(tmp).write_text(page, encoding="utf-8")
