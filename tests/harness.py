@@ -115,18 +115,18 @@ def write_config(workdir: Path, **overrides) -> Path:
     return path
 
 
-def planned_jobs_each(workdir: Path, overrides: dict[str, dict]) -> dict[str, dict[str, int]]:
-    """``planned_jobs`` of ``workdir`` under each of many configs (name: ``config_of`` overrides), each a dry run of
-    its own (a new process, forked by the server) with its own config file; ``test.yaml`` is left as it is."""
+def planned_jobs_each(workdir: Path, overrides: dict[str, dict], *args: str) -> dict[str, dict[str, int]]:
+    """``planned_jobs(workdir, *args)`` under each of many configs (name: ``config_of`` overrides), each a dry run
+    of its own (a new process, forked by the server) with its own config file; ``test.yaml`` is left as it is."""
     folder = workdir.parent / f"{workdir.name}-dry-configs"
     folder.mkdir(exist_ok=True)
     plans = {}
     for number, (name, values) in enumerate(overrides.items()):
         config = folder / f"{number}.yaml"
         config.write_text(yaml.safe_dump(config_of(**values), allow_unicode=True), encoding="utf-8")
-        args = snakemake_args(workdir, "-n")
-        args[args.index(f"--configfile={workdir / 'test.yaml'}")] = f"--configfile={config}"
-        done = run_snakemake(args, check=False)
+        command = snakemake_args(workdir, "-n", *args)
+        command[command.index(f"--configfile={workdir / 'test.yaml'}")] = f"--configfile={config}"
+        done = run_snakemake(command, check=False)
         if done.returncode != 0:
             raise AssertionError(f"the dry run for {name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         plans[name] = job_stats(done.stdout + done.stderr)

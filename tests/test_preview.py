@@ -13,7 +13,7 @@ import av
 import cv2
 import numpy as np
 import pytest
-from harness import config_of, exported_workdir, planned_jobs, snakemake, write_config
+from harness import config_of, exported_workdir, planned_jobs_each, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip
 from stereo3d.io.mapstore import MapReader, MapWriter, finished_by, partial_path
@@ -265,18 +265,13 @@ PLAYED = """new Promise(resolve => {
 })"""
 
 
-def test_a_render_setting_reruns_the_preview_renders_and_grid_only(library):
+def test_a_render_setting_reruns_the_renders_and_grid_and_a_near_setting_the_near_maps_onward(library):
     workdir, _ = library
-    write_config(workdir, **SETTINGS, render={"divergence_pct": 3.0})
-    try:
-        assert planned_jobs(workdir, "preview") == {
-            "preview": 1,
-            "preview_render": 9,
-            "preview_page": 3,
-            "preview_grid": 3,
-        }
-    finally:
-        write_config(workdir, **SETTINGS)
+    plans = planned_jobs_each(workdir, {"render": {**SETTINGS, "render": {"divergence_pct": 3.0}},
+                                        "near": {**SETTINGS, "near": {"low_pct": 5.0}}}, "preview")  # fmt: skip
+    renders = {"preview_render": 9, "preview_page": 3, "preview_grid": 3}
+    assert plans["render"] == {"preview": 1, **renders}
+    assert plans["near"] == {"preview": 1, "preview_near_maps": 9, **renders}  # no depth: the near maps onward
 
 
 def test_the_full_run_continues_the_depth_the_preview_computed(library):
