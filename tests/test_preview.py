@@ -347,8 +347,9 @@ def test_the_preview_computes_its_segments_first_frames_under_the_lock_and_reads
 
     real_run = DepthModel.run
     monkeypatch.setattr(DepthModel, "run", run_checked)
-    clip = Clip(0, 12, (0, 48))
-    first = preview_depth(video, probe, model, clip, tmp_path / "p1.zarr", tmp_path / "p1-lead.zarr", 0, full, **job)
+    clip, segment = (0, 12), (0, 48)
+    first = preview_depth(video, probe, model, clip, segment, tmp_path / "p1.zarr", tmp_path / "p1-lead.zarr", 0, full,
+                          **job)  # fmt: skip
     assert "partial" in first["depth"] and not full.exists()
     with MapReader(full, partial=True) as partial:
         assert partial.frames == 32  # the clip's frames in whole chunks, left for the full run
@@ -360,7 +361,8 @@ def test_the_preview_computes_its_segments_first_frames_under_the_lock_and_reads
     assert len(locked) == 8 and all(locked)  # 16 frames in batches of 2, under the lock too
     # Once the segment is finished the preview reads it: no frame computed.
     locked.clear()
-    second = preview_depth(video, probe, model, clip, tmp_path / "p2.zarr", tmp_path / "p2-lead.zarr", 0, full, **job)
+    second = preview_depth(video, probe, model, clip, segment, tmp_path / "p2.zarr", tmp_path / "p2-lead.zarr", 0,
+                           full, **job)  # fmt: skip
     assert "finished" in second["depth"] and locked == []
     with MapReader(full) as segment, MapReader(tmp_path / "p1.zarr") as one, MapReader(tmp_path / "p2.zarr") as two:
         np.testing.assert_array_equal(one.read(), segment.read(0, 12))
@@ -391,10 +393,10 @@ def test_the_previews_nvds_maps_are_the_full_runs(stage_models, tmp_path):
     estimate_depth(video, probe, model, tmp_path / "depth.zarr", **job)
     make_near_maps(video, probe, tmp_path / "depth.zarr", tmp_path / "near.zarr", settings, models_dir=models,
                    options=cpu)  # fmt: skip
-    clip = Clip(15, 9)
+    clip = (15, 9)
     lead = get_stabiliser("nvds").history
     assert lead == 3
-    preview_depth(video, probe, model, clip, tmp_path / "p.zarr", tmp_path / "p-lead.zarr", lead, None, **job)
+    preview_depth(video, probe, model, clip, None, tmp_path / "p.zarr", tmp_path / "p-lead.zarr", lead, None, **job)
     preview_near_maps(video, probe, tmp_path / "p.zarr", tmp_path / "p-lead.zarr", tmp_path / "p-near.zarr", settings,
                       models_dir=models, options=cpu)  # fmt: skip
     with MapReader(tmp_path / "near.zarr") as full, MapReader(tmp_path / "p-near.zarr") as preview:

@@ -11,7 +11,7 @@ from stereo3d.io.mapstore import write_maps
 from stereo3d.io.probe import probe_video
 from stereo3d.qc import figures, tables
 from stereo3d.qc import stats as qc_stats
-from stereo3d.stages.render import EncodeSettings, render_video, stereo_frame
+from stereo3d.stages.render import EncodeSettings, RenderSettings, render_video, stereo_frame
 from stereo3d.stereo.warp import Renderer, StereoSettings
 from stereo3d.stereo.window import (
     VIOLATION_PCT,
@@ -175,8 +175,8 @@ def test_the_render_is_unchanged_where_no_window_is_needed_and_masked_where_one_
         for mode in ("off", "auto"):
             outs[maps, mode] = tmp_path / f"{maps}-{mode}.mkv"
             settings = StereoSettings(10.0, 0.5, 0, floating_window=mode)
-            render_video(source, probe, tmp_path / f"{maps}.maps", outs[maps, mode], settings, "full_sbs", fast,
-                         renderer=cpu)  # fmt: skip
+            render_video(source, probe, tmp_path / f"{maps}.maps", outs[maps, mode],
+                         RenderSettings(stereo=settings, encode=fast), renderer=cpu)  # fmt: skip
     assert outs["quiet", "off"].read_bytes() == outs["quiet", "auto"].read_bytes()
 
     def left_edge_means(path):
