@@ -279,7 +279,7 @@ def test_a_depth_jobs_short_batches_lie_inside_the_one_tensorrt_profile(da3_mode
         return real_run(self, frames, placement)
 
     monkeypatch.setattr(DepthModel, "run", recorded)
-    video = make_clip("clip.mp4", width=140, height=84, frames=35, fps="24")
+    video = make_clip("clip.mp4", width=140, height=84, frames=34, fps="24")
     estimate_depth(video, probe_video(video), da3_model, tmp_path / "depth.zarr", **job)
-    assert sizes == [3] * 10 + [2, 3, 1]  # the first chunk ends after 32 frames; the job after 35
+    assert sizes == [3] * 10 + [2, 2]  # the first chunk ends after 32 frames, the job after 34
     assert all(low <= size <= high for size in sizes) and (low, high) == (1, batch)

@@ -53,7 +53,7 @@ def test_each_jobs_log_names_the_device_and_the_provider_it_ran_on(converted):
     render_logs = sorted((workdir / "logs" / "render").rglob("*.log"))
     assert len(depth_logs) == len(render_logs) == len(CLIPS)
     for log in depth_logs:
-        (line,) = [line for line in log.read_text().splitlines() if "running on" in line]
+        (line,) = [line for line in log.read_text().splitlines() if ".onnx: running on" in line]
         assert re.search(r"da3_small_140x\d+_u8\.onnx: running on the [A-Z]+( \(\w+\))? with provider \w+, "
                          r"precision exact", line), line  # fmt: skip
     for log in render_logs:
