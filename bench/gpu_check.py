@@ -297,8 +297,7 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
     from stereo3d.runtime.sessions import PROFILE_ENV, SessionOptions, inference_totals
     from stereo3d.stages.depth import estimate_depth
     from stereo3d.stages.near_maps import make_near_maps
-    from stereo3d.stages.render import EncodeSettings, render_video
-    from stereo3d.stereo.warp import StereoSettings
+    from stereo3d.stages.render import EncodeSettings, RenderSettings, render_video
 
     os.environ[PROFILE_ENV] = "1"
     clip = common.clip(f"gpu_{width}x{height}_{frames}", width=width, height=height, frames=frames, fps="24",
@@ -315,8 +314,8 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
         ("near_maps", lambda: make_near_maps(clip, probe, work / "depth.maps", work / "near.maps",
                                              common.near_settings("nvds", nvds_tier=f"{tier[0]}x{tier[1]}"),
                                              models_dir=common.nvds_dir(), options=options)),
-        ("render", lambda: render_video(clip, probe, work / "near.maps", work / "sbs.mkv", StereoSettings(),
-                                        "full_sbs", EncodeSettings(codec=codec, preset="medium"))),
+        ("render", lambda: render_video(clip, probe, work / "near.maps", work / "sbs.mkv",
+                                        RenderSettings(encode=EncodeSettings(codec=codec, preset="medium")))),
     ):  # fmt: skip
         result, seconds = common.timed(fn)
         stages[name] = {"wall_s": round(seconds, 2), "fps": round(frames / seconds, 2),

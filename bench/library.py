@@ -129,10 +129,9 @@ CHILD = textwrap.dedent(
             write(self, frame, owned=owned); count(1)
         VideoEncoder.write = counting
         from stereo3d.io.probe import probe_video
-        from stereo3d.stages.render import EncodeSettings, render_video
-        from stereo3d.stereo.warp import StereoSettings
-        render_video(args["video"], probe_video(args["video"]), args["near"], args["out"], StereoSettings(),
-                     encode=EncodeSettings(preset="ultrafast"))
+        from stereo3d.stages.render import EncodeSettings, RenderSettings, render_video
+        render_video(args["video"], probe_video(args["video"]), args["near"], args["out"],
+                     RenderSettings(encode=EncodeSettings(preset="ultrafast")))
     """
 )
 

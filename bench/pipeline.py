@@ -50,8 +50,7 @@ def p5(frames: int = 48, size: int = common.DA3_SIZE, tier: tuple[int, int] = co
     from stereo3d.stages.depth import estimate_depth
     from stereo3d.stages.join import join_segments
     from stereo3d.stages.near_maps import make_near_maps
-    from stereo3d.stages.render import EncodeSettings, render_video
-    from stereo3d.stereo.warp import StereoSettings
+    from stereo3d.stages.render import RenderSettings, render_video
 
     common.ensure_models(da3=[("uint8", size)], nvds=[(tier, ("split",))])
     clips = {name: common.clip(f"{name}_{frames}", frames=frames, **spec) for name, spec in DEMO_LIKE.items()}
@@ -85,7 +84,7 @@ def p5(frames: int = 48, size: int = common.DA3_SIZE, tier: tuple[int, int] = co
                   options=options)  # fmt: skip
             stage("near_maps", make_near_maps, source, probe, depth, near, nvds,
                   models_dir=common.nvds_dir(), options=options)  # fmt: skip
-            stage("render", render_video, source, probe, near, video, StereoSettings(), "full_sbs", EncodeSettings())
+            stage("render", render_video, source, probe, near, video, RenderSettings())  # the schema's defaults
             stage("join", join_segments, [video], [0], source, work / f"{name}_LRF_Full_SBS.mp4", probe)
         wall = time.perf_counter() - started
         totals = inference_totals()
@@ -123,8 +122,7 @@ def convert(source: Path, work: Path, size: int = common.DA3_SIZE) -> dict:
     from stereo3d.runtime.sessions import SessionOptions
     from stereo3d.stages.depth import estimate_depth
     from stereo3d.stages.near_maps import make_near_maps
-    from stereo3d.stages.render import EncodeSettings, render_video
-    from stereo3d.stereo.warp import StereoSettings
+    from stereo3d.stages.render import RenderSettings, render_video
 
     work.mkdir(parents=True, exist_ok=True)
     probe = probe_video(source)
@@ -136,8 +134,7 @@ def convert(source: Path, work: Path, size: int = common.DA3_SIZE) -> dict:
     ema = common.near_settings("ema")
     make_near_plan([work / "depth.maps"], work / "plan.npz", ema)
     near = make_near_maps(source, probe, work / "depth.maps", work / "near.maps", ema, plan=work / "plan.npz")
-    render = render_video(source, probe, work / "near.maps", work / "sbs.mkv", StereoSettings(), "full_sbs",
-                          EncodeSettings())  # fmt: skip
+    render = render_video(source, probe, work / "near.maps", work / "sbs.mkv", RenderSettings())
     return {
         "frames": probe["video"]["frame_count"],
         "depth_fps": round(depth["fps"], 3),

@@ -3,7 +3,6 @@
 
 from stereo3d.stages.preview import preview_depth
 from stereo3d.stages.probe import load_probe
-from stereo3d.workflow.preview import Clip
 from stereo3d.workflow.scripting import bad_source_record, depth_job, run_guarded, setup_logging, source_of
 
 
@@ -14,7 +13,8 @@ def main():
         video=source_of(snakemake),
         probe=load_probe(snakemake.input.probe, snakemake.input.frames),
         model=snakemake.input.model,
-        clip=Clip(start, end - start, tuple(segment) if segment else None),
+        clip=(start, end - start),
+        segment=tuple(segment) if segment else None,
         out=snakemake.output.maps,
         lead_out=snakemake.output.lead,
         lead=snakemake.params.lead,

@@ -2,6 +2,7 @@
 
 from stereo3d.qc.report import video_report
 from stereo3d.stages.probe import load_probe
+from stereo3d.stereo.warp import StereoSettings
 from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_logging, source_of
 
 
@@ -12,7 +13,7 @@ def main():
         probe=load_probe(snakemake.input.probe, snakemake.input.frames),
         depth=list(snakemake.input.depth),
         near=list(snakemake.input.near),
-        render=snakemake.params.render,
+        stereo=StereoSettings(**snakemake.params.render),
         near_pct=(near["near.low_pct"], near["near.high_pct"]),
         comfort_limit_pct=snakemake.params.comfort_limit_pct,
         out_contact_sheet=snakemake.output.contact_sheet,

@@ -6,14 +6,16 @@ from stereo3d.workflow.scripting import bad_source_record, render_job, run_guard
 
 
 def main():
-    render_video(
-        video=source_of(snakemake),
-        probe=load_probe(snakemake.input.probe, snakemake.input.frames),
-        near=snakemake.input.near,
-        out=snakemake.output.video,
-        window_near=list(snakemake.input.window_near),
-        **render_job(snakemake),
-    )
+    job = render_job(snakemake)
+    with job["renderer"]:
+        render_video(
+            video=source_of(snakemake),
+            probe=load_probe(snakemake.input.probe, snakemake.input.frames),
+            near=snakemake.input.near,
+            out=snakemake.output.video,
+            window_near=list(snakemake.input.window_near),
+            **job,
+        )
 
 
 setup_logging(snakemake.log[0])

@@ -1,8 +1,10 @@
-"""Shared fixtures: tiny generated videos (stereo3d.demo.samples) in each test's temporary folder; and
-``needs_export_extra``, which the export tests call instead of a bare ``pytest.importorskip``."""
+"""Shared fixtures: tiny generated videos (stereo3d.demo.samples) in each test's temporary folder;
+``needs_export_extra``, which the export tests call instead of a bare ``pytest.importorskip``; and the list of the
+tests that may skip in CI (``SKIPS_IN_CI``): any other skip fails a CI run."""
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import os
 from pathlib import Path
@@ -91,3 +93,51 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(items):
     rank = {name: number for number, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
+
+
+# The tests that may skip in CI, each with why: what they need is hardware or a platform a CI runner may lack. A skip
+# of any other test fails the run when CI=true (pytest_runtest_makereport below), so that no test vanishes from CI
+# without a word; outside CI a skip is only listed (-ra). Patterns are fnmatch patterns of node ids.
+SKIPS_IN_CI = {
+    "tests/test_providers.py::test_openvino_exact_depth_matches_the_cpu_provider": (
+        "OpenVINO offers a device only on Intel CPUs, GPUs and NPUs; a runner with another CPU has none to compare"
+    ),
+    "tests/test_providers.py::test_open_session_falls_back_to_the_next_attempt_with_its_own_options": (
+        "needs an onnxruntime build with the CUDA provider (onnxruntime-gpu, x86-64 Linux/Windows only)"
+    ),
+    "tests/test_render_cuda.py::test_without_a_gpu_a_gpu_renderer_falls_back_to_the_cpu": (
+        "on a machine with a CUDA GPU there is nothing to fall back from"
+    ),
+    "tests/test_delivery.py::test_a_hardware_encoder_this_ffmpeg_lacks_gives_way_to_software*": (
+        "a macOS build of ffmpeg has VideoToolbox, which is then not missing"
+    ),
+    "tests/test_faults.py::test_a_full_disk_under_results_fails_in_one_line_and_leaves_no_corrupt_file": (
+        "mounting a tiny tmpfs needs root and a kernel that lets the runner mount"
+    ),
+}
+
+
+def skip_allowed_in_ci(nodeid: str) -> bool:
+    return any(fnmatch.fnmatchcase(nodeid, pattern) for pattern in SKIPS_IN_CI)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In CI, a skip of a test that is not on ``SKIPS_IN_CI`` is a failure naming the skip's reason."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and in_ci() and not skip_allowed_in_ci(item.nodeid):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, and not on tests/conftest.py SKIPS_IN_CI: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a whole module skipped at collection."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and in_ci() and not skip_allowed_in_ci(report.nodeid):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, and not on tests/conftest.py SKIPS_IN_CI: {reason}"

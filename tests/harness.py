@@ -39,6 +39,9 @@ NVDS_TIER = "96x64"
 NVDS_EXPORT = {"nvds_architecture": "tiny"}
 TARGET_RULES = ("total", "all", "exports")
 TIERS = ["16:9", "4:3", "1:1", "9:16"]
+# A folder that keeps the export cache between test sessions (unset: each session builds its own, as CI does):
+# the exports are made by this code, so a change to the exporters needs the folder emptied.
+KEPT_EXPORTS = "STEREO3D_TEST_EXPORTS"
 
 _cache: dict[str, Path] = {}
 _server: SnakemakeServer | None = None
@@ -112,23 +115,21 @@ def write_config(workdir: Path, **overrides) -> Path:
     return path
 
 
-def planned_jobs_each(workdir: Path, overrides: dict[str, dict]) -> dict[str, dict[str, int]]:
-    """``planned_jobs`` of ``workdir`` under each of many configs (name: ``config_of`` overrides), as separate
-    dry runs in one process (tests/dryruns.py); ``test.yaml`` is left as it is."""
+def planned_jobs_each(workdir: Path, overrides: dict[str, dict], *args: str) -> dict[str, dict[str, int]]:
+    """``planned_jobs(workdir, *args)`` under each of many configs (name: ``config_of`` overrides), each a dry run
+    of its own (a new process, forked by the server) with its own config file; ``test.yaml`` is left as it is."""
     folder = workdir.parent / f"{workdir.name}-dry-configs"
     folder.mkdir(exist_ok=True)
-    files = {}
-    for number, (name, values) in enumerate(overrides.items()):
-        files[name] = folder / f"{number}.yaml"
-        files[name].write_text(yaml.safe_dump(config_of(**values), allow_unicode=True), encoding="utf-8")
-    command = [sys.executable, str(ROOT / "tests" / "dryruns.py"), str(workdir), *map(str, files.values())]
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
-    outputs = dict(re.findall(r"^@@ start (\S+)\n(.*?)^@@ exit 0$", done.stdout, flags=re.MULTILINE | re.DOTALL))
     plans = {}
-    for name, path in files.items():
-        if str(path) not in outputs:
-            raise AssertionError(f"the dry run for {name} failed or did not run:\n{done.stdout[-6000:]}")
-        plans[name] = job_stats(outputs[str(path)])
+    for number, (name, values) in enumerate(overrides.items()):
+        config = folder / f"{number}.yaml"
+        config.write_text(yaml.safe_dump(config_of(**values), allow_unicode=True), encoding="utf-8")
+        command = snakemake_args(workdir, "-n", *args)
+        command[command.index(f"--configfile={workdir / 'test.yaml'}")] = f"--configfile={config}"
+        done = run_snakemake(command, check=False)
+        if done.returncode != 0:
+            raise AssertionError(f"the dry run for {name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        plans[name] = job_stats(done.stdout + done.stderr)
     return plans
 
 
@@ -137,11 +138,15 @@ def shared_folder(tmp_path_factory, name: str, build) -> Path:
 
     Under pytest-xdist the workers share it: the first to need it builds it while the others wait on a lock, then
     all use it. A folder without its ``.done`` mark is a build that failed or was cut short, and is built again."""
-    from filelock import FileLock
-
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # the run's folder, above every worker's own
+    return _shared_in(shared, name, build)
+
+
+def _shared_in(shared: Path, name: str, build) -> Path:
+    from filelock import FileLock
+
     folder, done = shared / name, shared / f"{name}.done"
     with FileLock(str(shared / f"{name}.lock")):
         if not done.exists():
@@ -156,7 +161,12 @@ def export_cache(tmp_path_factory) -> Path:
     """A folder holding smoke DA3 weights and their export at the tests' aspect tiers, and the tiny NVDS
     checkpoint and its split pair at NVDS_TIER: the workflow's own export rules, validated, once per session."""
     if "cache" not in _cache:
-        _cache["cache"] = shared_folder(tmp_path_factory, "da3-export-cache", _build_export_cache)
+        kept = os.environ.get(KEPT_EXPORTS)
+        if kept:  # a folder kept across test sessions: built by the first, reused by the next
+            Path(kept).mkdir(parents=True, exist_ok=True)
+            _cache["cache"] = _shared_in(Path(kept), "da3-export-cache", _build_export_cache)
+        else:
+            _cache["cache"] = shared_folder(tmp_path_factory, "da3-export-cache", _build_export_cache)
     return _cache["cache"]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from test_delivery import FAST, STEREO, banner, near_store
+from test_delivery import banner, near_store, settings
 
 from stereo3d.errors import BadVideo
 from stereo3d.io.decode import FrameReader, _Conversion
@@ -143,7 +143,7 @@ def test_each_eye_displays_at_the_source_aspect_in_every_layout(make_clip, tmp_p
     assert (coded_w, coded_h, source_sar, source_dar) == (96, 64, Fraction(32, 27), Fraction(16, 9))
     shown = 1 / source_dar if rotation else source_dar  # the aspect a player shows the source at
     video_only = tmp_path / f"{layout}.mkv"
-    render_video(source, probe, near_store(tmp_path / "near.maps", probe), video_only, STEREO, layout, FAST)
+    render_video(source, probe, near_store(tmp_path / "near.maps", probe), video_only, settings(layout))
     final = join_segments([video_only], [0], source, tmp_path / f"{layout}.mp4", probe)
     for path in (video_only, final):
         width, height, sar, dar = picture(path)

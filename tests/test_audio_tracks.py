@@ -61,6 +61,18 @@ def test_mp4_copies_the_codecs_it_holds_and_re_encodes_the_others_to_aac(every_c
         assert codec in warned, f"no warning names {codec}"
 
 
+def test_a_track_re_encoded_for_mp4_is_aac_at_256_kbps(make_clip, tmp_path):
+    # Pink noise: a signal that takes every bit the encoder is given (ffmpeg's AAC encoder spends less on a tone).
+    video = make_clip("video.mkv", width=64, height=36, frames=8, fps="8")
+    source = tmp_path / "pcm.mkv"
+    run_ffmpeg(["-i", ffmpeg_url(video), "-f", "lavfi", "-i", "anoisesrc=d=1:c=pink:r=48000:seed=1", "-map", "0:v",
+                "-map", "1:a", "-c:v", "copy", "-c:a", "pcm_s16le", "-ac", "2", "-y", ffmpeg_url(source)], source,
+               "making the test source")  # fmt: skip
+    final = joined(tmp_path, source, "full_sbs", FAST, out="final.mp4")
+    assert [a["codec"] for a in probe_video(final)["audio"]] == ["aac"]
+    assert audio_bitrate(final, 0) == pytest.approx(256_000, rel=0.06)
+
+
 def test_matroska_keeps_every_track_as_it_came(every_codec, tmp_path):
     final = joined(tmp_path, every_codec, "full_sbs", FAST, out="final.mkv")
     assert [a["codec"] for a in probe_video(final)["audio"]] == list(TRACKS.values())
@@ -72,3 +84,13 @@ def packets(path: Path, track: int) -> bytes:
     """The payload of every packet of the file's audio track ``track``, in order, as stored."""
     args = ["-i", ffmpeg_url(path), "-map", f"0:a:{track}", "-c", "copy", "-f", "data", "pipe:1"]
     return run_ffmpeg(args, path, "reading an audio track (test)").stdout
+
+
+def audio_bitrate(path: Path, track: int) -> float:
+    """Bits per second of the file's audio track ``track``: its packets' bytes over its duration."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[track]
+        size = sum(packet.size for packet in container.demux(stream) if packet.size)
+        return size * 8 / float(stream.duration * stream.time_base)

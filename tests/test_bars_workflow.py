@@ -4,6 +4,8 @@ picture edges, or crops them away; switching the bars setting or the area reruns
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from harness import exported_workdir, planned_jobs, snakemake, write_config
@@ -50,6 +52,27 @@ def test_the_probe_finds_the_picture_and_says_so(library):
     probe = json.loads((library / "work/tv/probe.json").read_text())
     assert probe["video"]["picture"] == list(PICTURE)
     assert "picture 120x90+20+0 of 160x90: pillarbox" in (library / "logs/probe/tv.log").read_text()
+
+
+def test_a_video_probed_before_bars_were_looked_for_is_taken_as_without_bars(library):
+    """A probe.json of an older version has no ``picture``: the video's depth then covers the whole frame, through
+    the tier of the frame's aspect (16:9), and none of its keys names a picture area."""
+    import json
+    import os
+
+    path = library / "work/tv/probe.json"
+    kept, times = path.read_text(), (path.stat().st_atime, path.stat().st_mtime)
+    old = json.loads(kept)
+    del old["video"]["picture"]
+    try:
+        path.write_text(json.dumps(old))
+        os.utime(path, times)
+        planned = snakemake(library, "-n").stdout
+        depth_jobs = sorted(set(re.findall(r"work/tv/depth/([^/\s]+)/", planned)))
+        assert depth_jobs == ["da3_small_140x84_u8_letterbox"], planned[-3000:]
+    finally:
+        path.write_text(kept)
+        os.utime(path, times)
 
 
 def test_depth_runs_on_the_picture_through_the_tier_of_its_aspect(library):
@@ -116,36 +139,39 @@ def test_another_area_gets_its_own_depth_and_bars_that_change_mid_clip_give_thei
         assert np.abs(eye[:, 8:10] - source[:, 8:10]).max() <= 8 and np.abs(eye[:, 80:82] - source[:, 80:82]).max() <= 8
 
 
-def test_nvds_stabilises_the_picture_alone(tmp_path_factory, monkeypatch):
-    """The NVDS stabiliser reads the frames too: the picture of them, at the picture's shape in its tier."""
+def test_nvds_in_the_workflow_stabilises_the_picture_alone(tmp_path_factory):
+    """NVDS reads the frames too: the workflow hands it the picture inside the bars (the depth key's area), so its
+    near maps are those of the stage given that picture, not those of the whole frame."""
     from harness import NVDS_EXPORT, NVDS_TIER
 
     from stereo3d.runtime.sessions import SessionOptions
-    from stereo3d.stabilisers import nvds
-    from stereo3d.stages.depth import estimate_depth
     from stereo3d.stages.near_maps import make_near_maps
-    from stereo3d.stages.probe import find_picture
+    from stereo3d.workflow.keys import parse_depth_key
 
     workdir = exported_workdir(tmp_path_factory, "bars-nvds", exports=("da3_small_140x112_u8.onnx",), nvds=True)
-    video = pillarboxed(workdir / "tv.mp4")
+    pillarboxed(workdir / "videos" / "tv.mp4")
+    write_config(workdir, **LOSSLESS, render=NO_WINDOW, stabilise={"method": "nvds", "nvds_tier": NVDS_TIER},
+                 export=NVDS_EXPORT, report={"qc": False})  # fmt: skip
+    snakemake(workdir)
+    (depth,) = (workdir / "work/tv/depth").glob("*/*.zarr")
+    (near,) = (workdir / "work/tv/near").glob("*/nvds-*/*.zarr")
+    assert depth.parent.name == TV_KEY
+    picture = parse_depth_key(TV_KEY)["picture"]
+    video = workdir / "videos" / "tv.mp4"
     probe = probe_video(video)
-    picture = find_picture(video, probe)
-    cpu = SessionOptions(providers=("cpu",), threads=1)
-    estimate_depth(video, probe, workdir / "models/DA3/da3_small_140x112_u8.onnx", workdir / "depth.zarr",
-                   options=cpu, picture=picture)  # fmt: skip
-    read = []
-
-    class Reader(FrameReader):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            read.append((kwargs["crop"], (self.width, self.height)))
-
-    monkeypatch.setattr(nvds, "FrameReader", Reader)
     settings = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.method": "nvds",
                 "stabilise.nvds_tier": NVDS_TIER, "stabilise.nvds_graphs": "split",
                 "export.nvds_architecture": NVDS_EXPORT["nvds_architecture"]}  # fmt: skip
-    make_near_maps(video, probe, workdir / "depth.zarr", workdir / "near.zarr", settings,
-                   models_dir=workdir / "models/NVDS", options=cpu, picture=picture)  # fmt: skip
-    assert read == [(picture, (84, 64))]  # 120x90 (4:3) fitted into the 96x64 tier
-    with MapReader(workdir / "near.zarr") as near:
-        assert near.shape == (105, 140) and near.frames == FRAMES
+    cpu = SessionOptions(providers=("cpu",), threads=1)
+    expected = {}
+    for name, area in (("picture", picture), ("frame", None)):
+        out = workdir / f"{name}.zarr"
+        make_near_maps(video, probe, depth, out, settings, models_dir=workdir / "models/NVDS", options=cpu,
+                       picture=area)  # fmt: skip
+        with MapReader(out) as maps:
+            expected[name] = maps.read()
+    with MapReader(near) as maps:
+        assert maps.shape == (105, 140) and maps.frames == FRAMES
+        made = maps.read()
+    np.testing.assert_array_equal(made, expected["picture"])
+    assert np.abs(made - expected["frame"]).max() > 1e-3  # the whole frame would have given other maps

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from test_probe import HDR10, HDR10_PARAMS
 
+from stereo3d.defaults import default
 from stereo3d.errors import BadConfig
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.encode import VideoEncoder, VideoStream, encode_args, resolve_codec
@@ -20,12 +21,22 @@ from stereo3d.io.mapstore import write_maps
 from stereo3d.io.mux import mux_with_source
 from stereo3d.io.probe import probe_video
 from stereo3d.stages.join import join_segments
-from stereo3d.stages.render import EncodeSettings, choose_encoder, plan_render, render_video
+from stereo3d.stages.render import EncodeSettings, RenderSettings, choose_encoder, plan_render, render_video
 from stereo3d.stereo.layouts import LAYOUTS, output_size
 from stereo3d.stereo.warp import StereoSettings
 
 FAST = EncodeSettings(preset="ultrafast")
 STEREO = StereoSettings(divergence_pct=4.0, convergence=0.5, edge_dilate_px=1)
+
+
+def settings(layout: str = "full_sbs", encode: EncodeSettings = FAST, stereo: StereoSettings = STEREO,
+             **options) -> RenderSettings:  # fmt: skip
+    """The render's settings of these tests: ``options`` by their pack keywords (fov_deg; a layout without them
+    ignores them)."""
+    keys = {keyword: key for key, keyword in LAYOUTS[layout].options.items()}
+    chosen = {**{f"render.{key}": default(f"render.{key}") for key in keys.values()},
+              **{f"render.{keys[word]}": value for word, value in options.items() if word in keys}}  # fmt: skip
+    return RenderSettings(stereo=stereo, layout=layout, encode=encode, layout_options=dict(sorted(chosen.items())))
 
 
 def near_store(path: Path, probe: dict) -> Path:
@@ -44,8 +55,8 @@ def near_store(path: Path, probe: dict) -> Path:
 def render(tmp_path: Path, source: Path, layout: str = "full_sbs", encode: EncodeSettings = FAST, **options):
     probe = probe_video(source)
     out = tmp_path / f"render-{layout}.mkv"
-    summary = render_video(source, probe, near_store(tmp_path / "near.maps", probe), out, STEREO, layout, encode,
-                           **options)  # fmt: skip
+    summary = render_video(source, probe, near_store(tmp_path / "near.maps", probe), out,
+                           settings(layout, encode, **options))  # fmt: skip
     return probe, out, summary
 
 
@@ -135,8 +146,8 @@ def test_joined_result_keeps_the_source_frame_times_exactly(make_clip, tmp_path,
                           attrs={"start": start})  # fmt: skip
         assert near == count
         segments.append(tmp_path / f"{start}.mkv")
-        render_video(source, probe, tmp_path / f"{start}.maps", segments[-1], STEREO, "full_sbs",
-                     EncodeSettings(preset="medium"))  # fmt: skip
+        render_video(source, probe, tmp_path / f"{start}.maps", segments[-1],
+                     settings(encode=EncodeSettings(preset="medium")))  # fmt: skip
     out = probe_video(join_segments(segments, starts, source, tmp_path / "final.mp4", probe))
     assert out["video"]["time_base"] == probe["video"]["time_base"]
     assert out["frame_pts_s"] == probe["frame_pts_s"]
@@ -237,6 +248,38 @@ def test_a_hardware_encoder_this_ffmpeg_lacks_gives_way_to_software_with_a_one_l
     ]
 
 
+@pytest.mark.parametrize(
+    ("codec", "pix_fmt", "software"),
+    [("h264_nvenc", "yuv420p", "libx264"), ("hevc_qsv", "yuv420p10le", "libx265"), ("av1_amf", "yuv420p", "libsvtav1"),
+     ("hevc_nvenc", "yuv420p", "libx265"), ("h264_qsv", "yuv420p", "libx264")],
+)  # fmt: skip
+def test_a_hardware_encoder_whose_test_encode_fails_gives_way_to_software_with_ffmpegs_reason(
+    caplog, codec, pix_fmt, software
+):
+    from stereo3d.io.codecs import get_codec
+
+    encoder = get_codec(codec).encoder
+    assert f" {encoder} " in built_in_encoders()  # this ffmpeg has it: what fails is the device, at the test encode
+    # The oracle: the same one-frame encode, run here; where it succeeds (a machine with that hardware) the encoder
+    # is kept without a word.
+    own = run_ffmpeg(["-f", "lavfi", "-i", "color=c=gray:s=256x256:r=1", "-frames:v", "1", "-pix_fmt",
+                      get_codec(codec).pix_fmts[pix_fmt], "-c:v", encoder, "-f", "null", "-"],
+                     None, "test encode (test)", check=False)  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="stereo3d.io.encode"):
+        chosen = resolve_codec(codec, pix_fmt)
+    lines = [record.getMessage() for record in caplog.records]
+    if own.returncode == 0:
+        assert (chosen, lines) == (codec, [])
+        return
+    assert chosen == software
+    (line,) = lines
+    match = re.fullmatch(rf"{codec} is not available here \((.+)\); encoding with {software} instead", line)
+    assert match, line
+    reason = match.group(1)
+    assert "Unknown encoder" not in reason
+    assert reason in own.stderr.decode("utf-8", "replace")  # ffmpeg's own words
+
+
 def test_a_software_encoder_is_taken_without_a_test_encode(caplog):
     with caplog.at_level(logging.DEBUG):
         assert resolve_codec("libx264", "yuv420p") == "libx264"
@@ -286,14 +329,14 @@ def test_the_render_plan_cuts_pieces_on_multiples_of_piece_frames_with_their_own
     times = [n / 10 + (n // 3) / 10 for n in range(30)]  # every third interval twice as long
     probe = {"video": {"display_width": 63, "display_height": 47, "fps_fraction": "10", "vfr": True,
                        "time_base": "1/1000", "bit_depth": 8}, "frame_pts_s": times}  # fmt: skip
-    plan = plan_render("clip.mkv", probe, 5, 20, "half_sbs", EncodeSettings(piece_frames=8), {})
+    plan = plan_render("clip.mkv", probe, 5, 20, settings("half_sbs", EncodeSettings(piece_frames=8)))
     assert [(p.first, p.frames) for p in plan.pieces] == [(5, 3), (8, 8), (16, 8), (24, 1)]
     assert plan.pieces[1].pts_s == pytest.approx([t - times[8] for t in times[8:16]])
     assert plan.pieces[3].pts_s == (0.0,)
     assert plan.size == (62, 47) and plan.padding == (0, 1)  # half SBS keeps even eyes; 4:2:0 wants even rows
     assert (plan.stream.width, plan.stream.height, plan.stream.codec, plan.stream.depth) == (62, 48, "libx264", 8)
-    constant = plan_render("clip.mkv", {**probe, "video": {**probe["video"], "vfr": False}}, 0, 8, "full_sbs",
-                           EncodeSettings(piece_frames=8), {})  # fmt: skip
+    constant = plan_render("clip.mkv", {**probe, "video": {**probe["video"], "vfr": False}}, 0, 8,
+                           settings(encode=EncodeSettings(piece_frames=8)))  # fmt: skip
     assert [(p.first, p.frames, p.pts_s) for p in constant.pieces] == [(0, 8, None)]
 
 
@@ -353,7 +396,7 @@ def joined(
         ramp = np.tile(np.linspace(0, 1, width, dtype=np.float32), (height, 1))
         write_maps(tmp_path / f"{start}.maps", [ramp] * count, "linear", attrs={"start": start})
         segments.append(tmp_path / f"{start}.mkv")
-        render_video(source, probe, tmp_path / f"{start}.maps", segments[-1], STEREO, layout, encode)
+        render_video(source, probe, tmp_path / f"{start}.maps", segments[-1], settings(layout, encode))
     return join_segments(segments, starts, source, tmp_path / out, probe)
 
 
@@ -388,6 +431,7 @@ def hdr10_in_every_frame(path: Path) -> list[str]:
         ("libx265", "final.mp4", "0.000100"),
         ("libx265", "final.mkv", "0.000100"),
         ("libsvtav1", "final.mkv", "0.000122"),
+        ("libsvtav1", "final.mp4", "0.000122"),
     ],
 )
 def test_hdr10_metadata_of_the_source_is_in_every_frame_of_the_joined_result(make_clip, tmp_path, codec, out,
@@ -408,7 +452,7 @@ def test_an_encoder_that_cannot_write_hdr10_metadata_says_so_in_one_line(make_cl
     source = hdr_source(make_clip, tmp_path, frames=2, hdr10=True)
     keep_h264 = EncodeSettings(preset="ultrafast", deep_codec="same")
     with caplog.at_level(logging.WARNING, logger="stereo3d.stages.render"):
-        plan = plan_render(source, probe_video(source), 0, 2, "full_sbs", keep_h264, {"fov_deg": 90.0, "eye_px": 0})
+        plan = plan_render(source, probe_video(source), 0, 2, settings(encode=keep_h264))
     assert plan.stream.codec == "libx264"
     assert [record.getMessage() for record in caplog.records] == [
         "hdr.mkv: libx264 cannot write the source's HDR10 metadata (mastering display, content light level); "

@@ -88,3 +88,21 @@ def test_profile_parses_and_comments_every_key(profile):
         if line and not line.startswith((" ", "#")):  # a top-level key: a comment line right above it
             above = next((p for p in reversed(lines[:i]) if p.strip()), "")
             assert above.lstrip().startswith("#"), f"{profile}: key {line.split(':')[0]} has no comment"
+
+
+def test_the_licence_file_is_the_mit_licence_that_pyproject_and_the_readme_name():
+    licence = (ROOT / "LICENSE").read_text()
+    assert licence.startswith("MIT License\n") and "Permission is hereby granted, free of charge" in licence
+    assert _project()["license"] == {"text": "MIT"}
+    assert "The code is MIT (`LICENSE`)" in (ROOT / "README.md").read_text()
+
+
+def test_contributing_points_at_files_that_exist():
+    import re
+
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    paths = {p for p in re.findall(r"`([\w./-]+/[\w.-]+)`", text) if not p.startswith(("/", "."))}
+    paths = {p.split(" ")[0] for p in paths if "<" not in p and "*" not in p}
+    assert {"stereo3d/stereo/warp.py", "stereo3d/io/codecs.py", "tests/conftest.py"} <= paths
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert missing == []

@@ -116,10 +116,10 @@ def test_a_video_with_a_current_record_is_left_out_and_listed(tmp_path, source):
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"reason": "bad video: x", "rule": "depth", "fingerprint": fingerprint(source)}))
     targets = Targets(config, {v: sections for v in videos}, videos)
-    targets.link_sources()
-    assert list(targets.videos) == ["good"] and list(targets.failed) == ["film_1-abc123"]
+    targets.library.link_sources()
+    assert list(targets.videos) == ["good"] and list(targets.library.failed) == ["film_1-abc123"]
     assert targets.results() == ["results/good/good_LRF_Full_SBS.mp4"]
     # The library's list of failures: the remembered one, and one whose probe (on disk, or not yet) says so.
-    assert targets.failures(lambda video: None) == {"film_1-abc123": "bad video: x"}
+    assert targets.library.failures(lambda video: None) == {"film_1-abc123": "bad video: x"}
     probes = {"good": {"error": "empty file (0 bytes)"}}
-    assert targets.failures(probes.get) == {"film_1-abc123": "bad video: x", "good": "empty file (0 bytes)"}
+    assert targets.library.failures(probes.get) == {"film_1-abc123": "bad video: x", "good": "empty file (0 bytes)"}

@@ -91,7 +91,8 @@ def test_sources_are_never_modified(baseline):
 @pytest.mark.parametrize("seed", [FIXED_KILL_SEED, None], ids=["fixed-seed", "new-seed"])
 def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, tmp_path_factory, seed):
     """Kill moments drawn from ``seed``: a fixed one, the same every run, and one drawn anew each run (or taken
-    from STEREO3D_KILL_SEED to replay a failure). The moments are fractions of the uninterrupted run's duration."""
+    from STEREO3D_KILL_SEED to replay a failure). A moment is a fraction of the uninterrupted run's duration, then
+    the first instant after it when a job is running (so each kill interrupts a job, not the planning)."""
     if seed is None:
         seed = int(os.environ.get("STEREO3D_KILL_SEED", random.randrange(2**31)))
     print(f"kill seed: STEREO3D_KILL_SEED={seed} replays this sequence")  # shown with a failure
@@ -100,6 +101,7 @@ def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, t
     make_library(workdir / "videos")
     write_config(workdir)
     reference = {k.replace("faults-baseline", ""): v for k, v in baseline["results"].items()}
+    interrupted = []
     for n in range(KILLS):
         proc = subprocess.Popen(
             snakemake_cmd(workdir, "--rerun-incomplete"),
@@ -107,20 +109,31 @@ def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, t
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        try:
-            proc.wait(timeout=max(1.0, rng.uniform(0.0, 0.8) * baseline["seconds"]))
-        except subprocess.TimeoutExpired:
+        moment = time.monotonic() + max(1.0, rng.uniform(0.0, 0.8) * baseline["seconds"])
+        while proc.poll() is None and (time.monotonic() < moment or not running_jobs(workdir)):
+            time.sleep(0.02)
+        if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job, ffmpeg included
         proc.wait()
         _wait_for_group_to_die(proc.pid)
+        interrupted += running_jobs(workdir)  # what Snakemake had started and not seen finish
         # A killed Snakemake leaves its lock: what a user does next is --unlock, then run again.
         snakemake(workdir, "--unlock")
         # Whatever lies under its final name after a kill is finished and right.
         for rel, data in results_of(workdir).items():
             assert data == reference[rel], f"kill {n} (seed {seed}): {rel} differs from the uninterrupted run"
+    assert interrupted, f"no kill interrupted a job (seed {seed})"
     snakemake(workdir, "--rerun-incomplete")
     assert results_of(workdir) == reference, f"seed {seed}"
+    assert running_jobs(workdir) == [], f"seed {seed}: jobs left incomplete after the last run"
     assert stray_files(workdir) == [], f"temporaries of killed jobs left behind (seed {seed})"
+
+
+def running_jobs(workdir: Path) -> list[str]:
+    """The outputs of jobs Snakemake has started and not yet seen end: its markers in .snakemake/incomplete, which
+    a killed run leaves behind (and --rerun-incomplete redoes)."""
+    markers = workdir / ".snakemake" / "incomplete"
+    return sorted(p.name for p in markers.rglob("*") if p.is_file() and p.name != "migration_underway")
 
 
 def test_a_full_disk_under_results_fails_in_one_line_and_leaves_no_corrupt_file(tmp_path_factory):

@@ -289,8 +289,7 @@ def test_an_8k_header_is_probed_without_decoding_the_video(tmp_path):
 def test_an_output_wider_than_the_encoders_allow_is_refused_before_decoding(tmp_path):
     """A 16K-wide full SBS (from an 8K+ source) fails in one line naming the layout to choose instead."""
     from stereo3d.io.mapstore import write_maps
-    from stereo3d.stages.render import render_video
-    from stereo3d.stereo.warp import StereoSettings
+    from stereo3d.stages.render import RenderSettings, render_video
 
     near = tmp_path / "near.maps"
     import numpy as np
@@ -298,7 +297,7 @@ def test_an_output_wider_than_the_encoders_allow_is_refused_before_decoding(tmp_
     write_maps(near, [np.zeros((1, 9, 16), np.float32)], "linear", attrs={"start": 0})
     probe = {"video": {"display_width": 8704, "display_height": 4896, "bit_depth": 8, "fps_fraction": "24/1"}}
     with pytest.raises(BadVideo, match="17408x4896 exceed the encoders' 16384 px limit; choose a half-size"):
-        render_video(tmp_path / "never-read.mp4", probe, near, tmp_path / "out.mkv", StereoSettings())
+        render_video(tmp_path / "never-read.mp4", probe, near, tmp_path / "out.mkv", RenderSettings())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["near.maps"]
 
 

@@ -98,6 +98,9 @@ def test_nvds_graphs_from_a_sheet_row_runs_the_monolith_for_that_video_only(libr
     assert plan == {"export_nvds_monolith": 1, "near_maps": 1, "render": 1, "join": 1}
     snakemake(workdir)
     logs = {p.parts[-4]: p.read_text() for p in (workdir / "logs/near_maps").glob("*/*/*/*.log")}
+    for video, text in logs.items():  # each NVDS graph's session names its device and provider
+        opened = re.findall(r"(NVDS_\w+_96x64\.onnx): running on the CPU( \(\w+\))? with provider cpu, precision", text)
+        assert sorted(name for name, _ in opened) == GRAPHS_OPENED[video], text
     monolith = [video for video, text in logs.items() if "96x64: monolith graphs" in text]
     split = [video for video, text in logs.items() if "96x64: split graphs" in text]
     assert monolith == ["moving"] and "other" in split
@@ -106,10 +109,17 @@ def test_nvds_graphs_from_a_sheet_row_runs_the_monolith_for_that_video_only(libr
     (workdir / "videos.tsv").unlink()
 
 
+# The NVDS graphs each video's job opens after the sheet gave "moving" the monolith.
+GRAPHS_OPENED = {
+    "moving": ["NVDS_Stabilizer_96x64.onnx"],
+    "other": ["NVDS_Backbone_96x64.onnx", "NVDS_Head_96x64.onnx"],
+}
+
+
 def test_exports_builds_the_configured_nvds_tiers_and_modes_when_the_weights_are_there(library, tmp_path):
     workdir, _ = library
     configure(workdir, export={"nvds_tiers": ["96x64", "64x64"], "nvds_modes": ["split", "monolith"]})
-    plan = scheduled_target(workdir, "exports")
+    plan = planned_jobs(workdir, "exports")
     # 96x64 split and monolith exist already (the library's videos use them): only 64x64 is missing.
     assert plan == {"export_nvds_split": 1, "export_nvds_monolith": 1}
     listed = snakemake(workdir, "exports", "-n").stdout
@@ -121,10 +131,4 @@ def test_exports_builds_the_configured_nvds_tiers_and_modes_when_the_weights_are
     shutil.copytree(workdir / "models/DA3", bare / "models/DA3")
     (bare / "videos").mkdir()
     write_config(bare, export={"nvds_tiers": ["64x64"], "nvds_modes": ["split", "monolith"]})
-    assert scheduled_target(bare, "exports") == {}
-
-
-def scheduled_target(workdir: Path, target: str) -> dict[str, int]:
-    text = snakemake(workdir, target, "-n").stdout
-    counts = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", text, flags=re.MULTILINE)}
-    return {rule: n for rule, n in counts.items() if rule not in ("total", target)}
+    assert planned_jobs(bare, "exports") == {}

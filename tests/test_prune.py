@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from harness import exported_workdir, snakemake, write_config
+from harness import exported_workdir, planned_jobs, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip
 
@@ -25,6 +25,15 @@ def test_prune_keeps_the_current_settings_and_drops_the_rest(tmp_path_factory):
     snakemake(workdir)
     current_depth = sorted(set(folders(workdir, "depth")) - set(first_depth))
     assert len(first_depth) == 1 and len(current_depth) == 2  # two depth keys now; the second in segments
+    # A library converted before the keys hashed the settings' dotted names has its near maps and renders under
+    # other keys, and Snakemake's record of its result names them (README): one run recomputes the near maps and
+    # the render (no depth), the next has nothing to do.
+    (current_near,) = (workdir / "work/clip/near" / current_depth[0].split("/")[0]).iterdir()
+    current_near.rename(current_near.with_name("ema-00000000"))
+    as_an_old_version_made_it(workdir, current_near.name, "ema-00000000")
+    assert planned_jobs(workdir) == {"near_plan": 1, "near_maps": 2, "render": 2, "join": 1}
+    snakemake(workdir)
+    assert planned_jobs(workdir) == {}
     result = (workdir / "results/clip/clip_LRF_Full_SBS.mp4").read_bytes()
 
     # Something a killed job of the current settings left to resume from, and a video no longer in the library.
@@ -36,7 +45,8 @@ def test_prune_keeps_the_current_settings_and_drops_the_rest(tmp_path_factory):
 
     run = snakemake(workdir, "prune")
     assert folders(workdir, "depth") == current_depth
-    assert len(list((workdir / "work/clip/near").glob("*/*"))) == 1  # one near key folder left
+    assert len(list((workdir / "work/clip/near").glob("*/*"))) == 1  # one near key folder left, the old ones gone
+    assert not list((workdir / "work/clip/near").glob("*/ema-00000000"))
     assert resumable.is_dir() and (workdir / "work/gone/probe.json").is_file()
     assert re.search(r"pruned \d+ intermediates of settings no longer configured", run.stderr)
     assert "left alone: 1 work folders of videos not in the library" in run.stderr
@@ -46,6 +56,19 @@ def test_prune_keeps_the_current_settings_and_drops_the_rest(tmp_path_factory):
     dry = snakemake(workdir, "-n").stdout
     assert "Nothing to be done" in dry or "nothing to be done" in dry.lower()
     assert (workdir / "results/clip/clip_LRF_Full_SBS.mp4").read_bytes() == result
+
+
+def as_an_old_version_made_it(workdir, key: str, old_key: str) -> None:
+    """Snakemake's records of the files made from the near maps under ``key`` name them under ``old_key``."""
+    import base64
+    import json
+
+    for record in (workdir / ".snakemake/metadata").iterdir():
+        made = json.loads(record.read_text())
+        if any(f"/{key}/" in path for path in made.get("input", [])):
+            made["input"] = [path.replace(f"/{key}/", f"/{old_key}/") for path in made["input"]]
+            record.write_text(json.dumps(made))
+            assert base64.b64decode(record.name, altchars=b"+_").decode().startswith(("results/", "work/"))
 
 
 def test_a_video_whose_keys_need_its_probe_is_left_alone_until_probed(tmp_path):

@@ -16,19 +16,11 @@ from stereo3d.models.da3.tiers import DEFAULT_TIERS, FITS
 from stereo3d.models.da3.variants import VARIANTS as DA3_TABLE
 from stereo3d.models.names import DA3_CONTRACTS, NVDS_GRAPHS, nvds_onnx_names
 from stereo3d.stabilisers import Stabiliser, get_stabiliser, stabilisers
-from stereo3d.stages.render import PIECE_FRAMES, EncodeSettings
-from stereo3d.stereo.layouts import LAYOUT_OPTION_KEYS, LAYOUTS, SIGNALS
-from stereo3d.stereo.warp import FLOATING_WINDOW
+from stereo3d.stages.render import EncodeSettings, RenderSettings
+from stereo3d.stereo.layouts import LAYOUTS, SIGNALS
+from stereo3d.stereo.warp import FLOATING_WINDOW, StereoSettings
 from stereo3d.workflow.config import load_schema, validate_config
-from stereo3d.workflow.keys import (
-    BARS_KEYS,
-    MUX_ONLY,
-    NEAR_KEYS,
-    RENDER_KEYS,
-    near_key,
-    near_settings,
-    render_settings,
-)
+from stereo3d.workflow.keys import MUX_ONLY, NEAR_KEYS, near_key, near_settings, render_key
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
@@ -164,25 +156,50 @@ def test_each_codec_is_documented_and_serves_every_setting_the_schema_allows(nam
     assert (codec.hardware is None) == (fallback is codec)
 
 
-def test_the_encode_defaults_are_the_schemas_and_config_yamls():
+def test_the_settings_defaults_are_the_schemas():
     config, _ = validate_config({}, SCHEMA)
     assert EncodeSettings.from_config(config["encode"]) == EncodeSettings()
-    assert EncodeSettings().piece_frames == PIECE_FRAMES == prop("encode.piece_frames")["default"]
-    assert f"  piece_frames: {PIECE_FRAMES}\n" in CONFIG_DOC
+    assert StereoSettings.from_config(config["render"]) == StereoSettings()
+    assert RenderSettings.from_sections(config) == RenderSettings()
+    assert StereoSettings().floating_window == prop("render.floating_window")["default"] == "auto"
 
 
-def test_each_stage_names_every_key_that_changes_its_results_by_its_dotted_name():
+def test_the_render_stage_names_every_key_that_changes_its_results_by_its_dotted_name():
     render, encode = SCHEMA["properties"]["render"]["properties"], SCHEMA["properties"]["encode"]["properties"]
-    options = {f"render.{key}" for key in LAYOUT_OPTION_KEYS}
-    assert {*RENDER_KEYS, *BARS_KEYS, *options, *MUX_ONLY} == {f"render.{k}" for k in render} | {
-        f"encode.{k}" for k in encode
-    }
     config, _ = validate_config({"render": {"layout": "vr180", "vr180_fov_deg": 100}}, SCHEMA)
+    settings = RenderSettings.from_sections(config, bars=True)  # a video with bars, in the layout with options
+    params = settings.params()
+    assert {*params, *MUX_ONLY} == {f"render.{k}" for k in render} | {f"encode.{k}" for k in encode}
+    assert params["render.vr180_fov_deg"] == 100 and params["encode.crf"] == config["encode"]["crf"]
+    assert RenderSettings.from_params(params) == settings
+    plain = RenderSettings.from_sections(config | {"render": {**config["render"], "layout": "full_sbs"}})
+    assert set(params) - set(plain.params()) == {"render.bars", "render.vr180_fov_deg", "render.vr180_eye_px"}
+
+
+# The render's params as keys.RENDER_KEYS listed them before the settings object (7b5ceb2), in their order.
+RENDER_KEYS_BEFORE = [
+    "render.layout", "render.divergence_pct", "render.convergence", "render.edge_dilate_px", "render.ipd_offset_pct",
+    "render.border_taper_pct", "render.original_eye", "render.floating_window",
+    "encode.codec", "encode.crf", "encode.preset", "encode.pix_fmt", "encode.deep_codec", "encode.stereo_signal",
+    "encode.piece_frames",
+]  # fmt: skip
+
+
+def test_the_render_params_and_key_are_those_of_before_the_settings_object():
+    """The params' order is what Snakemake compares (their repr) and the hash names the work folders: both as the
+    dotted lists of keys.RENDER_KEYS made them (a library converted then reruns nothing). A render setting added
+    since comes in its field's place and changes the key (once: a new setting)."""
+    config, _ = validate_config({"encode": {"preset": "ultrafast", "piece_frames": 8}}, SCHEMA)
+    settings = RenderSettings.from_sections(config)
+    params = list(settings.params())
+    assert [key for key in params if key in RENDER_KEYS_BEFORE] == RENDER_KEYS_BEFORE
+    if params == RENDER_KEYS_BEFORE:
+        assert render_key(settings) == "full_sbs-bca19271"  # the tests' render key before (logs of 7b5ceb2's runs)
+
+
+def test_the_near_stage_names_every_key_that_changes_its_results_by_its_dotted_name():
+    config, _ = validate_config({}, SCHEMA)
     sections = {s: config[s] for s in ("da3", "stabilise", "near", "render", "encode")}
-    settings = render_settings(sections)
-    assert set(settings) == {*RENDER_KEYS, "render.vr180_fov_deg", "render.vr180_eye_px"}
-    assert set(render_settings(sections, bars=True)) == {*settings, *BARS_KEYS}  # a video with bars
-    assert settings["render.vr180_fov_deg"] == 100 and settings["encode.crf"] == config["encode"]["crf"]
     near = near_settings({**sections, "stabilise": {**config["stabilise"], "method": "nvds"}}, config)
     assert set(near) == {*NEAR_KEYS, "stabilise.nvds_tier", "stabilise.nvds_graphs", "export.nvds_architecture"}
     assert near["export.nvds_architecture"] == config["export"]["nvds_architecture"]  # not a per-video section

@@ -9,7 +9,7 @@ from pathlib import Path
 import cv2
 import pytest
 import yaml
-from harness import exported_workdir, planned_jobs, run_snakemake
+from harness import exported_workdir, job_stats, planned_jobs, run_snakemake
 
 from stereo3d.demo import samples
 
@@ -58,8 +58,10 @@ def test_changing_the_comfort_limit_reruns_only_the_report_figures(reported):
 
 @pytest.mark.parametrize("profile", ["default", "gpu", "slurm"])
 def test_each_profile_dry_runs_the_library(reported, profile):
+    """Each profile's options are ones this Snakemake takes (the SLURM one needs its executor plugin: the cluster
+    extra), and with them a forced run plans the library: the probe checkpoint (the jobs after it are planned once
+    it has run) and the library's tables."""
     if profile == "slurm" and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-        pytest.skip("snakemake-executor-plugin-slurm is not installed (pip install -e '.[cluster]')")
+        pytest.skip("snakemake-executor-plugin-slurm is not installed (pip install -e '.[cluster]'; CI installs it)")
     dry = snakemake(reported, "--profile", str(ROOT / "profiles" / profile), "-n", "--forceall")
-    # Forcing the probe checkpoint leaves the per-segment jobs to be planned after it has run.
-    assert "probe" in dry.stdout and "qc_exports" in dry.stdout
+    assert job_stats(dry.stdout + dry.stderr) == {"probe": 1, "qc_exports": 1, "qc_library": 1}

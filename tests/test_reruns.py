@@ -5,6 +5,7 @@ schema, so a new key cannot be added without saying what it reruns."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import fields
 from pathlib import Path
 
 import harness
@@ -13,6 +14,7 @@ import pytest
 from harness import NVDS_TIER, exported_workdir, planned_jobs, planned_jobs_each, snakemake, write_config
 
 from stereo3d.demo.samples import make_clip
+from stereo3d.stereo.warp import StereoSettings
 from stereo3d.workflow.config import load_schema
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,6 +108,27 @@ EMA_LIBRARY = {
     "preview.grid.divergence_pct": ([], NOTHING),
     "preview.grid.convergence": ([1.0], NOTHING),
 }
+
+
+def another_value(dotted: str):
+    """A valid value of ``dotted`` other than its schema default: the next of an enum, a step up a number's range."""
+    node = SCHEMA
+    for part in dotted.split("."):
+        node = node["properties"][part]
+    default = node["default"]
+    if "enum" in node:
+        return next(value for value in node["enum"] if value != default)
+    if node.get("type") == "boolean":
+        return not default
+    step = 1 if node.get("type") == "integer" else (node.get("maximum", default + 1) - node.get("minimum", 0)) / 10
+    return default + step if default + step <= node.get("maximum", default + step) else default - step
+
+
+# A field of the renderer's settings (a render key) reruns the render and the QC figures drawn with it: one that has
+# no row of its own above gets this one, so a new render setting needs no row here.
+for _field in fields(StereoSettings):
+    EMA_LIBRARY.setdefault(f"render.{_field.name}", (another_value(f"render.{_field.name}"), RENDER))
+
 # The same library stabilised by NVDS (tiny architecture): its own settings rerun it, the EMA's do not.
 NVDS_NEAR = RENDER | {"near_maps", "qc_exports"}
 NVDS_LIBRARY = {
@@ -147,7 +170,7 @@ def overrides(dotted: str | None = None, value=None, **base) -> dict:
 
 def scheduled_each(workdir: Path, table: dict, **base) -> dict[str, set[str]]:
     """The rules a dry run would run (without the target rule) with each key of ``table`` changed alone; all
-    the dry runs in one process (harness.planned_jobs_each)."""
+    each its own dry run (harness.planned_jobs_each)."""
     changed = {key: overrides(key, value, **base) for key, (value, _) in table.items()}
     return {key: set(jobs) for key, jobs in planned_jobs_each(workdir, changed).items()}
 

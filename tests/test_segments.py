@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from harness import export_cache, planned_jobs
+from harness import export_cache, planned_jobs, snakemake
 
 from stereo3d.demo import samples
 from stereo3d.io.mapstore import MapReader
@@ -47,9 +48,8 @@ def command(workdir: Path, *args: str) -> list[str]:
 
 
 def run(workdir: Path, *args: str) -> str:
-    done = subprocess.run(command(workdir, *args), capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise AssertionError(f"snakemake failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+    """``command``'s run, forked by the tests' Snakemake server (tests/harness.py)."""
+    done = snakemake(workdir, *args)
     return done.stdout + done.stderr
 
 
@@ -117,8 +117,13 @@ def test_the_result_is_the_same_whatever_the_segment_size(tmp_path, models, segm
     assert result["video"]["frame_count"] == 40 and result["audio"]
     np.testing.assert_allclose(result["frame_pts_s"], np.arange(40) / 10, atol=1e-3)
     # Segments of whole pieces encode the very same pieces as the whole-video job: the same file, byte for byte
-    # (so the same frames, and the same audio).
+    # (so the same frames, and the same audio), floating window included: the segments drew one, each planned
+    # from its neighbours' near maps within its reach.
     assert (tmp_path / LONG_RESULT).read_bytes() == segmented_bytes
+    segmented_workdir = segmented[0]
+    drawn = [int(m) for log in (segmented_workdir / "logs/render/long").rglob("*.log")
+             for m in re.findall(r"floating window on (\d+) of 16 frames", log.read_text())]  # fmt: skip
+    assert len(drawn) == 2 and sum(drawn) > 0  # segments 0-16 and 16-32 (32-40 has 8 frames)
 
 
 def test_a_killed_run_resumes_without_recomputing_finished_segments(tmp_path, models, segmented):

@@ -11,7 +11,7 @@ from stereo3d.io.mapstore import write_maps
 from stereo3d.io.probe import probe_video
 from stereo3d.qc import figures, tables
 from stereo3d.qc import stats as qc_stats
-from stereo3d.stages.render import EncodeSettings, render_video, stereo_frame
+from stereo3d.stages.render import EncodeSettings, RenderSettings, render_video, stereo_frame
 from stereo3d.stereo.warp import Renderer, StereoSettings
 from stereo3d.stereo.window import (
     VIOLATION_PCT,
@@ -111,6 +111,7 @@ def test_qc_counts_window_violations_of_a_disk_crossing_the_left_edge(tmp_path):
     write_maps(tmp_path / "near.maps", maps, "linear")
     expected = np.array([edge_parallax(m, 96, STEREO)[0] > VIOLATION_PCT / 100 * 96 for m in maps])
     assert 0 < expected.sum() < 24  # the disk starts inside the frame and ends across the edge
+    drawn = {}
     for mode in ("off", "auto"):
         settings = StereoSettings(10.0, 0.5, 0, floating_window=mode)
         stats = qc_stats.map_statistics([tmp_path / "depth.maps"], [tmp_path / "near.maps"], settings, (2.0, 98.0),
@@ -120,15 +121,29 @@ def test_qc_counts_window_violations_of_a_disk_crossing_the_left_edge(tmp_path):
         assert window["worst_pct"] == pytest.approx(5.0, abs=1e-3)  # near 1 at 10 % divergence, zero plane 0.5
         assert window["after_window_pct"] == (0.0 if mode == "auto" else pytest.approx(100 * expected.mean()))
         assert stats["window_per_frame"].shape == (24, 4)
-    # The figure draws it, the library table has a column for it.
-    stats.pop("flicker_raw"), stats.pop("flicker_stabilised")
-    per_frame, window_per_frame = stats.pop("parallax_per_frame"), stats.pop("window_per_frame")
-    figure = figures.parallax_figure(np.arange(24) / FPS, per_frame, 3.0, stats, "clip.mp4", window_per_frame)
-    assert figure.ndim == 3
+        stats.pop("flicker_raw"), stats.pop("flicker_stabilised")
+        per_frame, window_per_frame = stats.pop("parallax_per_frame"), stats.pop("window_per_frame")
+        times = np.arange(24) / FPS
+        drawn[mode] = figures.parallax_figure(times, per_frame, 3.0, stats, "clip.mp4", window_per_frame)
+        drawn["none"] = figures.parallax_figure(times, per_frame, 3.0, stats, "clip.mp4")
+    # The figure draws the edges' parallax as a curve across the plot (far more pixels than its legend's sample),
+    # and the floating window's width only where one is drawn (auto).
+    curve = 300
+    assert coloured(drawn["auto"], figures.EDGE_COLOUR) > curve and coloured(drawn["off"], figures.EDGE_COLOUR) > curve
+    assert coloured(drawn["auto"], figures.WINDOW_COLOUR) > curve / 2  # dashed
+    assert coloured(drawn["off"], figures.WINDOW_COLOUR) == 0
+    assert coloured(drawn["none"], figures.EDGE_COLOUR) == coloured(drawn["none"], figures.WINDOW_COLOUR) == 0
+    # The library table has a column for it.
     (tmp_path / "stats.json").write_text(json.dumps({"video": "clip.mp4", "frames": 24, "duration_s": 1.0, **stats}))
     (row,) = tables.library_table([tmp_path / "stats.json"], tmp_path / "videos.html")
     assert row["window violations %"] == pytest.approx(100 * expected.mean())
     assert row["after floating window %"] == 0.0
+
+
+def coloured(image: np.ndarray, colour: str) -> int:
+    """Pixels of a BGR figure within a few levels of the matplotlib colour ``colour`` (#rrggbb)."""
+    bgr = np.array([int(colour[i : i + 2], 16) for i in (5, 3, 1)])
+    return int((np.abs(image.astype(int) - bgr).max(axis=2) <= 12).sum())
 
 
 def test_a_segments_window_is_the_whole_videos(tmp_path):
@@ -160,8 +175,8 @@ def test_the_render_is_unchanged_where_no_window_is_needed_and_masked_where_one_
         for mode in ("off", "auto"):
             outs[maps, mode] = tmp_path / f"{maps}-{mode}.mkv"
             settings = StereoSettings(10.0, 0.5, 0, floating_window=mode)
-            render_video(source, probe, tmp_path / f"{maps}.maps", outs[maps, mode], settings, "full_sbs", fast,
-                         renderer=cpu)  # fmt: skip
+            render_video(source, probe, tmp_path / f"{maps}.maps", outs[maps, mode],
+                         RenderSettings(stereo=settings, encode=fast), renderer=cpu)  # fmt: skip
     assert outs["quiet", "off"].read_bytes() == outs["quiet", "auto"].read_bytes()
 
     def left_edge_means(path):

@@ -29,7 +29,8 @@ def converted(tmp_path_factory):
     """The two-clip library converted with smoke DA3 weights and the session's exports."""
     workdir = exported_workdir(tmp_path_factory, "library")
     make_library(workdir)
-    write_config(workdir)
+    # The default providers (auto): each job that runs a model takes a device lease and logs it.
+    write_config(workdir, runtime={"providers": "auto"})
     run = snakemake(workdir)
     return workdir, run
 
@@ -44,6 +45,33 @@ def test_every_video_becomes_a_full_sbs_file_with_its_frames_and_audio(converted
         assert result["video"]["frame_count"] == frames
         assert bool(result["audio"]) == has_audio
         assert abs(result["duration_s"] - frames / fps) <= 1 / fps + 1e-3
+
+
+def test_each_jobs_log_names_the_device_and_the_provider_it_ran_on(converted):
+    workdir, _ = converted
+    depth_logs = sorted((workdir / "logs" / "depth").rglob("*.log"))
+    render_logs = sorted((workdir / "logs" / "render").rglob("*.log"))
+    assert len(depth_logs) == len(render_logs) == len(CLIPS)
+    for log in depth_logs:
+        (line,) = [line for line in log.read_text().splitlines() if ".onnx: running on" in line]
+        assert re.search(r"da3_small_140x\d+_u8\.onnx: running on the [A-Z]+( \(\w+\))? with provider \w+, "
+                         r"precision exact", line), line  # fmt: skip
+    for log in render_logs:
+        assert re.search(r"rendering on the CPU", log.read_text()), log
+
+
+def test_the_jobs_that_run_models_and_only_they_take_a_device_lease(converted):
+    from test_workflow_rules import MODEL_RULES
+
+    workdir, _ = converted
+    leased = {log.relative_to(workdir / "logs").parts[0] for log in (workdir / "logs").rglob("*.log")
+              if LEASE.search(log.read_text())}  # fmt: skip
+    assert leased == MODEL_RULES - {"preview_depth", "preview_near_maps"}  # tests/test_preview.py: those
+
+
+# What stereo3d.runtime.devices logs when a job takes its device: a scheduler's, a locked slot, or the CPU.
+LEASE = re.compile(r"device chosen by the scheduler|GPU \d+ \(slot \d+ of \d+\) locked|no NVIDIA GPU on this machine|"
+                   r"CUDA_VISIBLE_DEVICES=.* hides every GPU")  # fmt: skip
 
 
 def test_a_run_builds_only_the_exports_its_videos_use(tmp_path_factory):

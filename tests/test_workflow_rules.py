@@ -29,19 +29,14 @@ def rules(tmp_path_factory):
         return {rule.name: rule for rule in workflow._workflow.rules}
 
 
-def script_text(rule) -> str:
-    return (ROOT / "workflow/rules" / rule.script).resolve().read_text()
+# The rules that run ONNX Runtime models; each of their jobs takes a device lease (tests/test_workflow.py and
+# tests/test_preview.py find the lease's line in the logs of exactly these rules' jobs).
+MODEL_RULES = {"depth", "near_maps", "preview_depth", "preview_near_maps"}
 
 
-def test_the_rules_that_open_model_sessions_are_exactly_the_gpu_rules(rules):
-    scripted = {name: rule for name, rule in rules.items() if rule.script}
-    # A script takes its device (a scheduler's CUDA_VISIBLE_DEVICES, else a locked slot of runtime.gpus) through
-    # stereo3d.workflow.scripting.session_options, which every ONNX Runtime stage calls, itself or through the
-    # depth and near-map jobs' arguments (depth_job, near_job).
-    calls = ("session_options(", "depth_job(", "near_job(")
-    leasing = {name for name, rule in scripted.items() if any(call in script_text(rule) for call in calls)}
+def test_the_gpu_rules_are_exactly_those_that_run_models(rules):
     gpu = {name for name, rule in rules.items() if "gpu" in rule.resources}
-    assert leasing == gpu == {"depth", "near_maps", "preview_depth", "preview_near_maps"}
+    assert gpu == MODEL_RULES
     for name in gpu:
         assert rules[name].resources["gpu"] == 1
 

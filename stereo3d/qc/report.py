@@ -32,7 +32,7 @@ def video_report(
     probe: dict,
     depth: Sequence[str | Path],
     near: Sequence[str | Path],
-    render: dict,
+    stereo: StereoSettings,
     near_pct: tuple[float, float],
     comfort_limit_pct: float,
     out_contact_sheet: str | Path,
@@ -42,8 +42,8 @@ def video_report(
     rows: int = 4,
     tile_width: int = 320,
 ) -> dict:
-    """Every per-video figure and the stats; returns the stats."""
-    settings = StereoSettings.from_config(render)
+    """Every per-video figure and the stats, drawn with the renderer's ``stereo`` settings; returns the stats."""
+    settings = stereo
     name = Path(source).name
     times = frame_times(probe)
     sheet = contact_sheet(source, probe, depth, near, settings, near_pct, rows=rows, tile_width=tile_width)

@@ -8,13 +8,14 @@ with a sky head marks sky pixels NaN (no finite depth); the store keeps them as 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from stereo3d.defaults import default
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.mapstore import MapWriter, finished_by, store_lock
 from stereo3d.io.resume import job_identity
@@ -27,19 +28,10 @@ from stereo3d.stereo.cuts import picture_change, thumbnail
 log = logging.getLogger(__name__)
 
 
-def estimate_depth(
-    video: str | Path,
-    probe: dict,
-    model: str | Path,
-    out: str | Path,
-    placement: str = "letterbox",
-    batch: int = 4,
-    options: SessionOptions = SessionOptions(),
-    start: int = 0,
-    count: int | None = None,
-    stop_after: int | None = None,
-    picture: Area | None = None,
-) -> dict:
+def estimate_depth(video: str | Path, probe: dict, model: str | Path, out: str | Path, *,
+                   placement: str = "letterbox", batch: int = default("da3.batch"),
+                   options: SessionOptions = SessionOptions(), picture: Area | None = None, start: int = 0,
+                   count: int | None = None) -> dict:  # fmt: skip
     """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``.
 
     ``picture``: the area of the frame the depth covers (the picture inside baked-in bars; None: the whole frame).
@@ -48,24 +40,149 @@ def estimate_depth(
 
     The store also carries each frame's picture change against the frame before it (its ``changes`` series;
     the frame before ``start`` is decoded for that alone), from which shot cuts are found later. A job killed
-    midway resumes after the last chunk it stored.
+    midway resumes after the last chunk it stored. The store's lock is held throughout (the preview may be
+    computing the job's first frames: ``estimate_first_frames``)."""
+    job = _DepthJob.open(video, probe, model, out, placement, batch, options, picture, start, count)
+    return job.run(job.total)
 
-    ``stop_after`` (a multiple of the store's chunk, less than ``count``): compute only the first frames of the
-    job and leave them in its partial store, which the same job, run in full later, continues (the preview's
-    depth). The store's lock is held throughout, so such a run and the full job never write it at once.
-    """
-    started = time.perf_counter()
-    session = open_session(model, options)
-    contract = DepthModel(session, model)
-    opened_s = time.perf_counter() - started
-    display = (probe["video"]["display_width"], probe["video"]["display_height"])
-    shown = display if picture is None else picture.size
-    placed = placement_for(*shown, contract.shape, placement)
-    total = probe["video"]["frame_count"] - start if count is None else count
+
+def estimate_first_frames(video: str | Path, probe: dict, model: str | Path, out: str | Path, frames: int, *,
+                          placement: str = "letterbox", batch: int = default("da3.batch"),
+                          options: SessionOptions = SessionOptions(), picture: Area | None = None, start: int = 0,
+                          count: int | None = None) -> dict:  # fmt: skip
+    """The first ``frames`` frames (a multiple of the store's chunk, less than the job's) of the depth job
+    ``estimate_depth`` would run with the same arguments, left in its partial store for that job to continue (the
+    preview's depth). Nothing is computed where the job has finished meanwhile."""
+    job = _DepthJob.open(video, probe, model, out, placement, batch, options, picture, start, count)
+    if not 0 < frames < job.total:
+        raise ValueError(f"{frames} first frames must lie inside the job's {job.total} frames")
+    return job.run(frames)
+
+
+def depth_identity(video: str | Path, model: str | Path, start: int, count: int, placement: str, batch: int,
+                   picture: Area | None = None) -> dict:  # fmt: skip
+    """The identity of the depth job of frames [start, start + count) of the ``picture`` area (None: the whole
+    frame) (``stereo3d.io.resume``): what its store records, so that only the same job continues it, and the
+    preview knows whether a finished store is current."""
+    crop = {} if picture is None else {"picture": picture.as_list()}
+    return job_identity([video, model], start=start, count=count, fit=placement, batch=batch, **crop)
+
+
+@dataclass
+class _DepthJob:
+    """One depth job: its model session, where its frames go in the export, its range, its store's identity."""
+
+    video: Path
+    probe: dict
+    model: Path
+    out: Path
+    session: object
+    contract: DepthModel
+    placed: object  # stereo3d.models.da3.runtime's placement of the frame in the export
+    placement: str
+    batch: int
+    picture: Area | None
+    start: int
+    total: int
+    opened_s: float
+
+    @property
+    def identity(self) -> dict:
+        return depth_identity(self.video, self.model, self.start, self.total, self.placement, self.batch, self.picture)
+
+    @classmethod
+    def open(cls, video, probe, model, out, placement, batch, options, picture, start, count) -> _DepthJob:
+        started = time.perf_counter()
+        session = open_session(model, options)
+        contract = DepthModel(session, model)
+        opened_s = time.perf_counter() - started
+        info = probe["video"]
+        shown = (info["display_width"], info["display_height"]) if picture is None else picture.size
+        placed = placement_for(*shown, contract.shape, placement)
+        total = info["frame_count"] - start if count is None else count
+        return cls(Path(video), probe, Path(model), Path(out), session, contract, placed, placement, batch, picture,
+                   start, total, opened_s)  # fmt: skip
+
+    def run(self, end: int) -> dict:
+        """Compute the job's frames up to ``end`` (its total, or fewer: left in its partial store), after what an
+        earlier attempt stored; under the store's lock."""
+        name = self.video.name
+        attrs = _store_attrs(self.video, self.model, self.start, self.placement, self.contract, self.placed,
+                             self.picture)  # fmt: skip
+        store = MapWriter(self.out, "inverse", attrs=attrs, series=("changes",), resume=self.identity,
+                          masked=self.contract.has_sky)  # fmt: skip
+        with store_lock(self.out):
+            if end < self.total and finished_by(self.out, self.identity):  # finished while we waited for the lock
+                log.info("%s: frames %d.. are stored in full already: nothing to compute", name, self.start)
+                return {"frames": 0, "providers": self.session.get_providers()}
+            with store:
+                done = min(store.resumed, end)  # frames a killed (or stopped) attempt of this job already stored
+                if store.resumed:
+                    log.info("%s: resuming depth at frame %d of %d", name, self.start + store.resumed,
+                             self.start + self.total)  # fmt: skip
+                if end < self.total:
+                    log.info("%s: frames %d..%d of the job only, left for the full job to continue", name,
+                             self.start, self.start + end - 1)  # fmt: skip
+                    store.suspend()
+                progress = Progress(log, f"depth {name}", end - done)
+                batches = _Batches(self, store, progress)
+                self._decode_into(batches, self.start + done, end - done)
+        return {"frames": progress.done, "fps": progress.finish(), "providers": self.session.get_providers(),
+                "session_open_s": round(self.opened_s, 3),
+                "first_batch_s": round(batches.first_batch_s or 0.0, 3)}  # fmt: skip
+
+    def _decode_into(self, batches: _Batches, first: int, count: int) -> None:
+        """Decode frames ``first`` .. ``first + count`` (and the one before, for the first picture change) into
+        ``batches``."""
+        lead = 1 if first > 0 else 0
+        size = (self.placed.width, self.placed.height)
+        with FrameReader(self.video, self.probe, start=first - lead, count=count + lead, size=size,
+                         crop=self.picture) as frames:  # fmt: skip
+            previous = None
+            for index, frame in enumerate(frames):
+                thumb = thumbnail(frame)
+                if index >= lead:
+                    batches.add(frame, picture_change(previous, thumb) if previous is not None else float("nan"))
+                previous = thumb
+            batches.flush()
+
+
+class _Batches:
+    """Frames gathered into the model's batches; a batch never spans two chunks of the store, so a resumed run
+    batches as an unbroken one does."""
+
+    def __init__(self, job: _DepthJob, store: MapWriter, progress: Progress):
+        self.job, self.store, self.progress = job, store, progress
+        self.frames: list[np.ndarray] = []
+        self.changes: list[float] = []
+        self.first_batch_s: float | None = None
+
+    def add(self, frame: np.ndarray, change: float) -> None:
+        self.frames.append(frame)
+        self.changes.append(change)
+        if len(self.frames) == min(self.job.batch, self.store.chunk_left()):
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.frames:
+            return
+        started = time.perf_counter()
+        self.store.append(self.job.contract.run(np.stack(self.frames), self.job.placed), changes=self.changes)
+        if self.first_batch_s is None:  # a GPU provider's own start-up (TensorRT engine, kernel tuning)
+            self.first_batch_s = time.perf_counter() - started
+            log.info("%s: session opened in %.2f s, first batch in %.2f s", self.job.video.name, self.job.opened_s,
+                     self.first_batch_s)  # fmt: skip
+        self.progress.advance(len(self.frames))
+        self.frames, self.changes = [], []
+
+
+def _store_attrs(video: Path, model: Path, start: int, placement: str, contract: DepthModel, placed,
+                 picture: Area | None) -> dict:  # fmt: skip
+    """What the store says of itself: the source, the model and its contract, where the frame lies in the export."""
     attrs = {
-        "video": Path(video).name,
+        "video": video.name,
         "start": start,
-        "model": Path(model).name,
+        "model": model.name,
         "fit": placement,
         "variant": contract.meta.get("variant"),
         "width": contract.shape[0],
@@ -79,66 +196,4 @@ def estimate_depth(
     # keeps its stores' old bytes): readers such as the QC figures follow it.
     if picture is not None:
         attrs["picture"] = picture.as_list()
-    identity = depth_identity(video, model, start, total, placement, batch, picture)
-    store = MapWriter(out, "inverse", attrs=attrs, series=("changes",), resume=identity, masked=contract.has_sky)
-    if stop_after is not None and not 0 < stop_after < total:
-        raise ValueError(f"stop_after {stop_after} must lie inside the job's {total} frames")
-    end = total if stop_after is None else stop_after
-    with contextlib.ExitStack() as held:
-        held.enter_context(store_lock(out))
-        if stop_after is not None and finished_by(out, identity):  # the full job finished it while we waited
-            log.info("%s: frames %d.. are stored in full already: nothing to compute", Path(video).name, start)
-            return {"frames": 0, "providers": session.get_providers()}
-        held.enter_context(store)
-        done = min(store.resumed, end)  # frames a killed (or stopped) attempt of this job already stored
-        if store.resumed:
-            log.info("%s: resuming depth at frame %d of %d", Path(video).name, start + store.resumed, start + total)
-        if stop_after is not None:
-            log.info("%s: frames %d..%d of the job only, left for the full job to continue", Path(video).name,
-                     start, start + end - 1)  # fmt: skip
-            store.suspend()
-        progress = Progress(log, f"depth {Path(video).name}", end - done)
-        first = start + done
-        lead = 1 if first > 0 else 0  # the frame before, for the first picture change
-        size = (placed.width, placed.height)
-        with FrameReader(video, probe, start=first - lead, count=end - done + lead, size=size,
-                         crop=picture) as frames:  # fmt: skip
-            previous = None
-            pending: list[np.ndarray] = []
-            changes: list[float] = []
-            first_batch_s = None
-
-            def infer() -> None:
-                nonlocal first_batch_s
-                started = time.perf_counter()
-                store.append(contract.run(np.stack(pending), placed), changes=changes)
-                if first_batch_s is None:  # a GPU provider's own start-up (TensorRT engine, kernel tuning)
-                    first_batch_s = time.perf_counter() - started
-                    log.info("%s: session opened in %.2f s, first batch in %.2f s", Path(video).name, opened_s,
-                             first_batch_s)  # fmt: skip
-                progress.advance(len(pending))
-
-            for index, frame in enumerate(frames):
-                thumb = thumbnail(frame)
-                if index >= lead:
-                    changes.append(picture_change(previous, thumb) if previous is not None else float("nan"))
-                    pending.append(frame)
-                previous = thumb
-                # A batch never spans two chunks: batches are then the same in a resumed run.
-                if len(pending) == min(batch, store.chunk_left()):
-                    infer()
-                    pending, changes = [], []
-            if pending:
-                infer()
-    fps = progress.finish()
-    return {"frames": progress.done, "fps": fps, "providers": session.get_providers(),
-            "session_open_s": round(opened_s, 3), "first_batch_s": round(first_batch_s or 0.0, 3)}  # fmt: skip
-
-
-def depth_identity(video: str | Path, model: str | Path, start: int, count: int, placement: str, batch: int,
-                   picture: Area | None = None) -> dict:  # fmt: skip
-    """The identity of the depth job of frames [start, start + count) of the ``picture`` area (None: the whole
-    frame) (``stereo3d.io.resume``): what its store records, so that only the same job continues it, and the
-    preview knows whether a finished store is current."""
-    crop = {} if picture is None else {"picture": picture.as_list()}
-    return job_identity([video, model], start=start, count=count, fit=placement, batch=batch, **crop)
+    return attrs

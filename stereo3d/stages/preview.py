@@ -18,68 +18,70 @@ so its near maps are the full run's.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import html
 import logging
 import tempfile
 from pathlib import Path
 
 from stereo3d.io.atomic import atomic_output
 from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_url, run_ffmpeg
-from stereo3d.io.mapstore import MapReader, MapWriter, finished_by, partial_path, store_lock, write_maps
+from stereo3d.io.mapstore import CHUNK_FRAMES, MapReader, MapWriter, finished_by, partial_path, store_lock, write_maps
 from stereo3d.qc.figures import settings_grid, write_png
 from stereo3d.stabilisers import get_stabiliser
-from stereo3d.stages.depth import depth_identity, estimate_depth
+from stereo3d.stages.depth import depth_identity, estimate_depth, estimate_first_frames
 from stereo3d.stages.near_maps import make_near_maps
-from stereo3d.stages.render import EncodeSettings, render_video
+from stereo3d.stages.render import RenderSettings, render_video
 from stereo3d.stereo.bars import Area
 from stereo3d.stereo.warp import Renderer, StereoSettings
-from stereo3d.workflow.preview import Clip
 
 log = logging.getLogger(__name__)
 
 
-def preview_depth(video: str | Path, probe: dict, model: str | Path, clip: Clip, out: str | Path, lead_out: str | Path,
-                  lead: int, full_depth: str | Path | None, **depth_options) -> dict:  # fmt: skip
-    """Raw DA3 depth of the clip's frames in the map store ``out``, and of the ``lead`` frames before it (the
-    window of a stabiliser that reaches back; fewer at the video's start) in ``lead_out``.
+def preview_depth(video: str | Path, probe: dict, model: str | Path, clip: tuple[int, int],
+                  segment: tuple[int, int] | None, out: str | Path, lead_out: str | Path, lead: int,
+                  full_depth: str | Path | None, **depth_options) -> dict:  # fmt: skip
+    """Raw DA3 depth of the ``clip``'s frames (start, count) in the map store ``out``, and of the ``lead`` frames
+    before it (the window of a stabiliser that reaches back; fewer at the video's start) in ``lead_out``.
 
-    ``full_depth``: the full run's store of ``clip.segment`` (whose first frames the clip is): read when finished,
-    else its first frames are computed into its partial store for the full run to continue. ``depth_options``:
-    ``placement``, ``batch``, ``options``, ``picture`` of :func:`estimate_depth`."""
+    ``segment``: the full run's depth segment (start, count) whose first frames the clip is, or None; its store is
+    ``full_depth``: read when finished, else its first frames (the clip's, in whole chunks) are computed into its
+    partial store for the full run to continue. ``depth_options``: ``placement``, ``batch``, ``options``,
+    ``picture`` of :func:`estimate_depth`."""
     name = Path(video).name
-    if clip.segment is None or full_depth is None:
-        estimate_depth(video, probe, model, out, start=clip.start, count=clip.count, **depth_options)
+    start, count = clip
+    if segment is None or full_depth is None:
+        estimate_depth(video, probe, model, out, start=start, count=count, **depth_options)
         source = "its own"
     else:
-        first, frames = clip.segment
+        first, frames = segment
         identity = depth_identity(video, model, first, frames, depth_options["placement"], depth_options["batch"],
                                   depth_options.get("picture"))  # fmt: skip
         if not finished_by(full_depth, identity):
-            estimate_depth(video, probe, model, full_depth, start=first, count=frames, stop_after=clip.shared_frames,
-                           **depth_options)  # fmt: skip
-        source = _copy_first_frames(full_depth, clip, out, identity)
-    log.info("%s: preview depth of frames %d..%d: %s", name, clip.start, clip.start + clip.count - 1, source)
-    before = min(lead, clip.start)
+            shared = -(-count // CHUNK_FRAMES) * CHUNK_FRAMES  # a store is continued after its last whole chunk
+            estimate_first_frames(video, probe, model, full_depth, shared, start=first, count=frames,
+                                  **depth_options)  # fmt: skip
+        source = _copy_first_frames(full_depth, start, count, out, identity)
+    log.info("%s: preview depth of frames %d..%d: %s", name, start, start + count - 1, source)
+    before = min(lead, start)
     if before:
-        estimate_depth(video, probe, model, lead_out, start=clip.start - before, count=before, **depth_options)
+        estimate_depth(video, probe, model, lead_out, start=start - before, count=before, **depth_options)
     else:
-        write_maps(lead_out, [], "inverse", attrs={"start": clip.start})
-    return {"frames": clip.count, "lead": before, "depth": source}
+        write_maps(lead_out, [], "inverse", attrs={"start": start})
+    return {"frames": count, "lead": before, "depth": source}
 
 
-def _copy_first_frames(full_depth: str | Path, clip: Clip, out: str | Path, identity: dict) -> str:
-    """The clip's frames (the first of the full run's segment store, finished or partial) into the store ``out``;
-    says which it read. Under the store's lock: the full run's job may be continuing it right now."""
+def _copy_first_frames(full_depth: str | Path, start: int, count: int, out: str | Path, identity: dict) -> str:
+    """The clip's ``count`` frames (the first of the full run's segment store, finished or partial) into the store
+    ``out`` (its frames counted from ``start``); says which it read. Under the store's lock: the full run's job may
+    be continuing it right now."""
     with store_lock(full_depth):
         finished = finished_by(full_depth, identity)
         if not finished and not partial_path(full_depth).is_dir():
             raise FileNotFoundError(f"{full_depth}: neither finished nor partial after the preview's depth")
         with MapReader(full_depth, partial=not finished) as segment:
-            maps = segment.read(0, clip.count)
-            changes = segment.series("changes")[: clip.count]
-            attrs = {**segment.attrs, "start": clip.start, "source_depth": Path(full_depth).name,
+            maps = segment.read(0, count)
+            changes = segment.series("changes")[:count]
+            attrs = {**segment.attrs, "start": start, "source_depth": Path(full_depth).name,
                      "source_complete": finished}  # fmt: skip
             with MapWriter(out, "inverse", attrs=attrs, series=("changes",), masked=segment.masked) as store:
                 store.append(maps, changes=changes)
@@ -104,19 +106,18 @@ def preview_near_maps(video: str | Path, probe: dict, depth: str | Path, lead: s
                               models_dir=models_dir, **near_options)  # fmt: skip
 
 
-def preview_clip(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
-                 layout: str, encode: EncodeSettings, renderer: Renderer | None = None, picture: Area | None = None,
-                 bars: str = "keep", **layout_options) -> dict:  # fmt: skip
-    """The clip of ``near``'s frames rendered in ``layout`` at ``stereo``, as an MP4 a browser plays: H.264 in
-    8-bit 4:2:0 at the configured quality and preset, whatever codec the full run encodes with."""
-    browser = dataclasses.replace(encode, codec="libx264", pix_fmt="yuv420p", deep_codec="same",
+def preview_clip(video: str | Path, probe: dict, near: str | Path, out: str | Path, settings: RenderSettings,
+                 renderer: Renderer | None = None, picture: Area | None = None) -> dict:  # fmt: skip
+    """The clip of ``near``'s frames rendered as ``settings`` say, as an MP4 a browser plays: H.264 in 8-bit 4:2:0
+    at the configured quality and preset, whatever codec the full run encodes with."""
+    browser = dataclasses.replace(settings.encode, codec="libx264", pix_fmt="yuv420p", deep_codec="same",
                                   stereo_signal="none")  # fmt: skip
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.render-") as work:
         rendered = Path(work) / "clip.mkv"
-        summary = render_video(video, probe, near, rendered, stereo, layout, browser, renderer=renderer,
-                               picture=picture, bars=bars, **layout_options)  # fmt: skip
+        summary = render_video(video, probe, near, rendered, dataclasses.replace(settings, encode=browser),
+                               renderer=renderer, picture=picture)  # fmt: skip
         with atomic_output(out) as tmp:
             # faststart: the index first, so the report's player starts before the whole file has loaded
             run_ffmpeg(["-i", ffmpeg_url(rendered), "-map", "0:v", "-c", "copy", "-movflags", "+faststart",
@@ -135,23 +136,3 @@ def preview_grid(video: str | Path, probe: dict, near: str | Path, frame: int, o
         still_near = maps.read(frame - start, 1)[0]
     image = settings_grid(video, probe, frame, still_near, stereo, divergences, convergences, tile_width, picture)
     write_png(out, image)
-
-
-def preview_page(clips: list[str | Path], labels: list[str], title: str, out: str | Path) -> None:
-    """One HTML page playing the video's clips (each embedded, so the page stands alone in the report): Snakemake's
-    report shows an HTML result in a frame, while it offers an MP4 result only as a download."""
-    players = []
-    for path, label in zip(clips, labels, strict=True):
-        data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-        players.append(
-            f'<figure><video controls loop muted autoplay playsinline src="data:video/mp4;base64,{data}"></video>'
-            f"<figcaption>{html.escape(label)}</figcaption></figure>"
-        )
-    page = (
-        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title><style>'
-        "body{{font-family:sans-serif;margin:12px;color:#282828}}figure{{margin:0 0 16px}}"
-        "video{{max-width:100%;display:block;background:#000}}figcaption{{font-size:13px;padding:4px 0}}"
-        "</style></head><body><h3>{title}</h3>{players}</body></html>"
-    ).format(title=html.escape(title), players="".join(players))
-    with atomic_output(out) as tmp:
-        Path(tmp).write_text(page, encoding="utf-8")

@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from stereo3d.defaults import default
 from stereo3d.errors import BadConfig, BadVideo, StereoError
 from stereo3d.io.atomic import atomic_output
 from stereo3d.io.codecs import get_codec
@@ -45,9 +47,6 @@ log = logging.getLogger(__name__)
 # The largest side libx264 and libx265 encode (a larger frame fails only once frames arrive, after depth and
 # near maps were computed; checked before decoding instead). Hardware encoders' limits are lower; they fall back.
 MAX_SIDE = 16384
-# Frames per encoded piece unless the config says otherwise: the schema's default and config.yaml's value are
-# this one (tests/test_registries.py).
-PIECE_FRAMES = 64
 # What becomes of baked-in bars (render.bars): kept in both eyes as in the source | cut away | none taken as bars
 # (the whole frame is picture: the depth key then names no picture area, so the render never gets one).
 BARS = ("keep", "crop", "ignore")
@@ -55,20 +54,90 @@ BARS = ("keep", "crop", "ignore")
 
 @dataclass(frozen=True)
 class EncodeSettings:
-    codec: str = "libx264"  # a row of stereo3d.io.codecs; a hardware encoder falls back to software where absent
-    crf: int = 18  # the encoder's constant quality (x264/x265/SVT-AV1 CRF, NVENC -cq, ...: see its row)
-    preset: str = "medium"  # x264's preset names; each encoder's row maps them onto its own
-    pix_fmt: str = "auto"  # auto: yuv420p for 8-bit sources, yuv420p10le for deeper ones
-    deep_codec: str = "libx265"  # replaces an H.264 codec for sources deeper than 8 bits ("same" keeps it)
-    stereo_signal: str = "container"  # container (Matroska StereoMode -> MP4 st3d) | sei (H.264 SEI) | none
+    """The encoder's settings: the config's ``encode`` keys of the same names, defaults from the schema
+    (``encode.container`` is the final mux's alone: rule join)."""
+
+    codec: str = default("encode.codec")  # a row of stereo3d.io.codecs; hardware falls back to software
+    crf: int = default("encode.crf")  # the encoder's constant quality (x264/x265/SVT-AV1 CRF, NVENC -cq, ...)
+    preset: str = default("encode.preset")  # x264's preset names; each encoder's row maps them onto its own
+    pix_fmt: str = default("encode.pix_fmt")  # auto: yuv420p for 8-bit sources, yuv420p10le for deeper ones
+    deep_codec: str = default("encode.deep_codec")  # replaces H.264 for sources deeper than 8 bits ("same")
+    stereo_signal: str = default("encode.stereo_signal")  # container | sei (H.264 SEI) | none
     # Frames per encoded piece (counted from the video's first frame): the most a killed render loses. Each piece
     # starts with a key frame (x264's own interval is 250); at CRF that costs ~1 % of the result's size.
-    piece_frames: int = PIECE_FRAMES
+    piece_frames: int = default("encode.piece_frames")
 
     @classmethod
     def from_config(cls, section: dict) -> EncodeSettings:
         """The encoder's settings out of a config ``encode`` section (other keys ignored)."""
         return cls(**{f.name: section[f.name] for f in fields(cls) if f.name in section})
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """The render stage's settings, built once per video from its config sections (``from_sections``): the stereo
+    geometry (``StereoSettings``: the ``render`` keys of its fields), the layout and its own options (VR180's field
+    of view and eye size), the encoder's settings, and what becomes of baked-in bars (None for a video without
+    bars: the setting does not touch it).
+
+    ``params()`` is what the render rules show as their params, by the keys' dotted config names, and what names
+    the render's results (``keys.render_key``); ``from_params`` reads it back in the job. A field of
+    ``StereoSettings`` or ``EncodeSettings`` is a key of its section: adding one (with its schema entry) adds it to
+    the params, the key and the job, with nothing else to change."""
+
+    stereo: StereoSettings = field(default_factory=StereoSettings)
+    layout: str = default("render.layout")
+    encode: EncodeSettings = field(default_factory=EncodeSettings)
+    layout_options: Mapping[str, Any] = field(default_factory=dict)  # config key (render.vr180_fov_deg) -> value
+    bars: str | None = None
+
+    def __post_init__(self):
+        if self.bars is not None and self.bars not in BARS:
+            raise ValueError(f"unknown bars {self.bars!r} (valid: {', '.join(BARS)})")
+
+    @classmethod
+    def from_sections(cls, sections: dict, bars: bool = False) -> RenderSettings:
+        """The settings of a video from its config sections (config.yaml with its sheet row over it): ``bars``
+        when its picture does not fill its frame (its depth key names the picture area)."""
+        render = sections["render"]
+        layout = get_layout(render["layout"])
+        return cls(
+            stereo=StereoSettings.from_config(render),
+            layout=render["layout"],
+            encode=EncodeSettings.from_config(sections["encode"]),
+            layout_options={f"render.{key}": render[key] for key in sorted(layout.options)},
+            bars=render["bars"] if bars else None,
+        )
+
+    def params(self) -> dict[str, Any]:
+        """``{dotted config key: value}``: the layout, the stereo and encode fields in their order, the bars of a
+        video that has them, the layout's options."""
+        return {
+            "render.layout": self.layout,
+            **{f"render.{key}": value for key, value in asdict(self.stereo).items()},
+            **{f"encode.{key}": value for key, value in asdict(self.encode).items()},
+            **({"render.bars": self.bars} if self.bars is not None else {}),
+            **self.layout_options,
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> RenderSettings:
+        """The inverse of ``params``."""
+        section = {key.removeprefix("render."): value for key, value in params.items() if key.startswith("render.")}
+        encode = {key.removeprefix("encode."): value for key, value in params.items() if key.startswith("encode.")}
+        layout = get_layout(section["layout"])
+        return cls(
+            stereo=StereoSettings(**{f.name: section[f.name] for f in fields(StereoSettings)}),
+            layout=section["layout"],
+            encode=EncodeSettings(**{f.name: encode[f.name] for f in fields(EncodeSettings)}),
+            layout_options={f"render.{key}": section[key] for key in sorted(layout.options)},
+            bars=section.get("bars"),
+        )
+
+    def pack_options(self) -> dict[str, Any]:
+        """The layout's pack/size keywords (``fov_deg``, ``eye_px`` for VR180; none for most)."""
+        names = get_layout(self.layout).options
+        return {names[key.removeprefix("render.")]: value for key, value in self.layout_options.items()}
 
 
 @dataclass(frozen=True)
@@ -100,44 +169,35 @@ class RenderPlan:
         return self.stream.depth == 16
 
 
-def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, stereo: StereoSettings,
-                 layout: str = "full_sbs", encode: EncodeSettings = EncodeSettings(), *,
-                 fov_deg: float = 90.0, eye_px: int = 0, renderer: Renderer | None = None,
-                 window_near: Sequence[str | Path] = (), picture: Area | None = None,
-                 bars: str = "keep") -> dict:  # fmt: skip
-    """Render every frame of ``near``'s range (its ``start`` attribute onward) to ``layout`` and encode it, video
-    only, to ``out`` (Matroska). ``fov_deg``/``eye_px`` shape the VR180 layout. ``renderer``: where the views
-    render (None: the CPU, every thread this process may use). ``picture``: the area of the frame the near maps
-    cover (None: the whole frame), and ``bars`` what becomes of the rest (``BARS``). Returns a summary for the
-    log.
+def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, settings: RenderSettings, *,
+                 renderer: Renderer | None = None, window_near: Sequence[str | Path] = (),
+                 picture: Area | None = None) -> dict:  # fmt: skip
+    """Render every frame of ``near``'s range (its ``start`` attribute onward) as ``settings`` say (stereo, layout,
+    encoder, bars) and encode it, video only, to ``out`` (Matroska). ``renderer``: where the views render (None:
+    the CPU, every thread this process may use). ``picture``: the area of the frame the near maps cover (None: the
+    whole frame); ``settings.bars`` says what becomes of the rest. Returns a summary for the log.
 
-    With ``stereo.floating_window: auto`` the views get a floating window whose widths are planned from the near
-    maps of ``near`` and of ``window_near``, the neighbouring segments' stores within the plan's reach
+    With ``floating_window: auto`` the views get a floating window whose widths are planned from the near maps of
+    ``near`` and of ``window_near``, the neighbouring segments' stores within the plan's reach
     (``stereo3d.stereo.window``): the same widths as a whole-video job.
 
-    Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done and
-    they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
+    Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done
+    and they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
     name = Path(video).name
-    options = {"fov_deg": fov_deg, "eye_px": eye_px}
-    # A renderer of its own is closed at the end (its thread pool, OpenCV's thread count); the caller's is not.
-    own = Renderer() if renderer is None else nullcontext(renderer)
-    if bars not in BARS:
-        raise ValueError(f"unknown bars {bars!r} (valid: {', '.join(BARS)})")
+    stereo, bars = settings.stereo, settings.bars or "keep"
     info = probe["video"]
     if picture is not None and picture.is_full(info["display_width"], info["display_height"]):
         picture = None
+    # A renderer of its own is closed at the end (its thread pool, OpenCV's thread count); the caller's is not.
+    own = Renderer() if renderer is None else nullcontext(renderer)
     with own as renderer, MapReader(near) as nears:
         view = None if picture is None or bars != "crop" else picture.size
-        plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, layout, encode, options,
-                           view)  # fmt: skip
+        plan = plan_render(video, probe, int(nears.attrs.get("start", 0)), nears.frames, settings, view)
         if picture is not None:
             log.info("%s: the picture %s is rendered on its own; its bars are %s", name, picture,
                      "cut away" if bars == "crop" else "kept in both eyes as in the source")  # fmt: skip
-        crop = {} if picture is None else {"picture": picture.as_list(), "bars": bars}  # old identity without bars
-        # The neighbours' near maps plan the window: pieces rendered under their old maps are not continued.
-        identity = job_identity([video, near, *window_near], layout=layout, options=options, encode=asdict(encode),
-                                stereo=asdict(stereo), **crop)  # fmt: skip
-        pieces = Pieces(Path(out), identity, plan.start, plan.count, plan.pieces)
+        pieces = Pieces(Path(out), render_identity(video, near, window_near, settings, plan, picture), plan.start,
+                        plan.count, plan.pieces)  # fmt: skip
         done = pieces.done()
         if done:
             log.info("%s: resuming the render at frame %d of %d", name, plan.start + done, plan.start + plan.count)
@@ -147,12 +207,7 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
             stereo = stereo.inside(info["display_width"], picture.width)
         windows = None
         if stereo.floating_window == "auto":
-            width = info["display_width"] if picture is None else picture.width
-            widths = window_widths([near, *window_near], plan.start, plan.count, width, stereo,
-                                   float(info["fps"]))  # fmt: skip
-            log.info("%s: floating window on %d of %d frames, up to %.1f px", name,
-                     int((widths.max(axis=1) > 0).sum()), plan.count, float(widths.max(initial=0.0)))  # fmt: skip
-            windows = iter(widths[done:])
+            windows = iter(_window_widths(name, near, window_near, plan, info, picture, stereo)[done:])
         progress = Progress(log, f"render {name}", plan.count - done)
         try:
             with FrameReader(video, probe, start=plan.start + done, count=plan.count - done, deep=plan.deep) as frames:
@@ -167,17 +222,38 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         pieces.join(probe)
     width, height = plan.stream.width, plan.stream.height
     return {"frames": progress.done, "fps": progress.finish(), "size": [width, height],
-            "codec": plan.stream.codec, "pix_fmt": plan.stream.pix_fmt, "layout": layout}  # fmt: skip
+            "codec": plan.stream.codec, "pix_fmt": plan.stream.pix_fmt, "layout": settings.layout}  # fmt: skip
 
 
-def plan_render(video: str | Path, probe: dict, start: int, count: int, layout: str, encode: EncodeSettings,
-                options: dict, view: tuple[int, int] | None = None) -> RenderPlan:  # fmt: skip
-    """The render of frames ``start`` .. ``start + count`` of ``video`` in ``layout``: the frame size, the encoder
-    and its pixel format, the padding, the pieces and their frame times. ``view``: the size of each eye's view
-    where it is not the frame's (the picture alone, its bars cropped away). Decides from the probe and the settings
-    alone (a hardware encoder is tried by a one-frame test encode, once per process); an unknown layout, a frame
-    too large to encode or a pixel format the encoder cannot take fail here, before any decoding."""
+def render_identity(video: str | Path, near: str | Path, window_near: Sequence[str | Path], settings: RenderSettings,
+                    plan: RenderPlan, picture: Area | None) -> dict:  # fmt: skip
+    """What a render job's pieces are stored under (``stereo3d.io.resume``), so that a rerun continues only its own
+    pieces: its inputs (the neighbours' near maps plan the window: pieces rendered under older ones are not
+    continued) and its settings."""
+    crop = {} if picture is None else {"picture": picture.as_list(), "bars": settings.bars or "keep"}
+    return job_identity([video, near, *window_near], layout=settings.layout, options=plan.options,
+                        encode=asdict(settings.encode), stereo=asdict(settings.stereo), **crop)  # fmt: skip
+
+
+def _window_widths(name: str, near: str | Path, window_near: Sequence[str | Path], plan: RenderPlan, info: dict,
+                   picture: Area | None, stereo: StereoSettings) -> np.ndarray:  # fmt: skip
+    """The floating window's (left, right) widths for each frame of the job, planned over its reach."""
+    width = info["display_width"] if picture is None else picture.width
+    widths = window_widths([near, *window_near], plan.start, plan.count, width, stereo, float(info["fps"]))
+    log.info("%s: floating window on %d of %d frames, up to %.1f px", name, int((widths.max(axis=1) > 0).sum()),
+             plan.count, float(widths.max(initial=0.0)))  # fmt: skip
+    return widths
+
+
+def plan_render(video: str | Path, probe: dict, start: int, count: int, settings: RenderSettings,
+                view: tuple[int, int] | None = None) -> RenderPlan:  # fmt: skip
+    """The render of frames ``start`` .. ``start + count`` of ``video`` as ``settings`` say: the frame size, the
+    encoder and its pixel format, the padding, the pieces and their frame times. ``view``: the size of each eye's
+    view where it is not the frame's (the picture alone, its bars cropped away). Decides from the probe and the
+    settings alone (a hardware encoder is tried by a one-frame test encode, once per process); an unknown layout, a
+    frame too large to encode or a pixel format the encoder cannot take fail here, before any decoding."""
     info = probe["video"]
+    layout, encode, options = settings.layout, settings.encode, settings.pack_options()
     get_layout(layout)
     codec, pix_fmt = choose_encoder(info, encode)
     out_w, out_h = output_size(*(view or (info["display_width"], info["display_height"])), layout, **options)

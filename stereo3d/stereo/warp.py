@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from stereo3d.defaults import default
+
 if TYPE_CHECKING:  # numba's import stays out of processes that only read StereoSettings (see _splat)
     from stereo3d.stereo.fill import Neighbours
 
@@ -51,22 +53,25 @@ _BAND_PIXELS = 1 << 17
 
 @dataclass(frozen=True)
 class StereoSettings:
-    divergence_pct: float = 2.0  # maximum parallax between the eyes, in % of the frame width
-    convergence: float = 0.25  # 0 = everything behind the screen ... 1 = everything in front
-    edge_dilate_px: int = 2  # grow foreground in the near map so its edges carry full parallax
-    # How a near map smaller than the frame is enlarged: "edges" puts its depth edges on the picture's edges
-    # (stereo3d.stereo.upsample), "bilinear" does not
-    depth_upsample: str = "edges"
-    # Disocclusions: "temporal" fills them from the frames around where the render job gives them, then from the
-    # background beside them; "background" only from the background beside them (stereo3d.stereo.fill)
-    fill: str = "temporal"
-    fill_frames: int = 4  # frames before and after that a disocclusion may be filled from
-    ipd_offset_pct: float = 0.0  # extra uniform separation of the views, % of width (+ = scene further back)
-    border_taper_pct: float = 0.0  # parallax fades to zero over this % of the width at the left/right border
-    original_eye: str = "none"  # "left"/"right": that eye shows the source frame, the other takes all parallax
+    """The renderer's settings: the config's ``render`` keys of the same names (a new field is a new key: its
+    schema entry gives its default, its name its place in the render's params and cache key)."""
+
+    divergence_pct: float = default("render.divergence_pct")  # maximum parallax between the eyes, % of the width
+    convergence: float = default("render.convergence")  # 0 = everything behind the screen ... 1 = all in front
+    edge_dilate_px: int = default("render.edge_dilate_px")  # grow foreground so its edges carry full parallax
+    ipd_offset_pct: float = default("render.ipd_offset_pct")  # uniform separation, % of width (+ = further back)
+    border_taper_pct: float = default("render.border_taper_pct")  # parallax fades to 0 over this % at the border
+    original_eye: str = default("render.original_eye")  # left/right: that eye shows the source frame untouched
     # "auto": the render stage masks an eye's edge where in-front content meets it (stereo3d.stereo.window); the
     # Renderer itself draws no window (its widths are planned across frames)
-    floating_window: str = "off"
+    floating_window: str = default("render.floating_window")
+    # How a near map smaller than the frame is enlarged: "edges" puts its depth edges on the picture's edges
+    # (stereo3d.stereo.upsample), "bilinear" does not
+    depth_upsample: str = default("render.depth_upsample")
+    # Disocclusions: "temporal" fills them from the frames around where the render job gives them, then from the
+    # background beside them; "background" only from the background beside them (stereo3d.stereo.fill)
+    fill: str = default("render.fill")
+    fill_frames: int = default("render.fill_frames")  # frames before and after that a disocclusion may be filled from
 
     def __post_init__(self):
         if self.original_eye not in EYES:

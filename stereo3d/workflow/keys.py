@@ -19,8 +19,8 @@ from stereo3d.models.da3.runtime import PLACEMENTS
 from stereo3d.models.da3.tiers import FIT_PLACEMENT, export_shape
 from stereo3d.models.names import DA3_VARIANTS
 from stereo3d.stabilisers import get_stabiliser
+from stereo3d.stages.render import RenderSettings
 from stereo3d.stereo.bars import Area
-from stereo3d.stereo.layouts import get_layout
 
 DEPTH_KEY = re.compile(
     rf"da3_({'|'.join(DA3_VARIANTS)})_([0-9]+)x([0-9]+)_(float|u8)_({'|'.join(PLACEMENTS)})"
@@ -65,17 +65,8 @@ def parse_depth_key(key: str) -> dict:
 
 # The keys that change a video's near maps, whatever its method; its stabiliser adds the keys it declares.
 NEAR_KEYS = ("near.low_pct", "near.high_pct", "stabilise.method")
-# The keys that change the encoded stereo video (the render stage); the chosen layout adds its own options.
-RENDER_KEYS = (
-    "render.layout", "render.divergence_pct", "render.convergence", "render.edge_dilate_px",
-    "render.ipd_offset_pct", "render.border_taper_pct", "render.original_eye",
-    "render.floating_window",
-    "encode.codec", "encode.crf", "encode.preset", "encode.pix_fmt", "encode.deep_codec", "encode.stereo_signal",
-    "encode.piece_frames",
-)  # fmt: skip
-# Read by the render of a video whose picture does not fill its frame (its depth key then names the picture area)
-# and, through that area, by the depth key (ignore: the whole frame). A video without bars moves nothing for them.
-BARS_KEYS = ("render.bars",)
+# The render's keys are the fields of its settings (stereo3d.stages.render.RenderSettings: the layout, the
+# renderer's StereoSettings, the encoder's EncodeSettings, render.bars for a video with bars, the layout's options).
 MUX_ONLY = ("encode.container",)  # read by the final mux (rule join) alone
 
 
@@ -86,33 +77,19 @@ def near_settings(sections: dict, config: dict) -> dict[str, Any]:
     return {key: setting(sections, config, key) for key in (*NEAR_KEYS, *stabiliser.keys)}
 
 
-def render_settings(sections: dict, bars: bool = False) -> dict[str, Any]:
-    """The video's render settings, ``{dotted key: value}``: RENDER_KEYS, BARS_KEYS where the video has ``bars``
-    (a picture area smaller than its frame), and the options of its layout."""
-    layout = get_layout(sections["render"]["layout"])
-    options = tuple(f"render.{name}" for name in sorted(layout.options))
-    return {key: setting(sections, {}, key) for key in (*RENDER_KEYS, *(BARS_KEYS if bars else ()), *options)}
-
-
 def setting(sections: dict, config: dict, dotted: str) -> Any:
     """The value of ``section.name`` in the video's sections, else in the config."""
     section, name = dotted.split(".")
     return (sections.get(section) or config[section])[name]
 
 
-def section_of(settings: dict[str, Any], section: str) -> dict[str, Any]:
-    """The keys of one config section among dotted ``settings``, by their names in it (as the section's own
-    dataclasses take them: ``StereoSettings.from_config``, ``EncodeSettings.from_config``)."""
-    prefix = f"{section}."
-    return {key[len(prefix) :]: value for key, value in settings.items() if key.startswith(prefix)}
-
-
 def near_key(settings: dict) -> str:
     return keyed(settings["stabilise.method"], settings)
 
 
-def render_key(settings: dict) -> str:
-    return keyed(settings["render.layout"], settings)
+def render_key(settings: RenderSettings) -> str:
+    """``full_sbs-1a2b3c4d``: the layout and the hash of the render's params."""
+    return keyed(settings.layout, settings.params())
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from stereo3d.errors import BadConfig
+from stereo3d.errors import BadConfig, BadVideo
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +73,60 @@ def discover(folder: str | Path, extensions, recursive: bool = True) -> dict[str
             raise BadConfig(path, f"maps to the same id {vid!r} as {found[vid]}; rename one of them")
         found[vid] = path
     return found
+
+
+class Library:
+    """The videos of a run: ``all_videos`` (id → source path) and, of them, ``videos`` to convert (those whose
+    current file did not fail before: ``failed``), each read through its link under the work folder (no braces or
+    other pattern characters) and known by its content's fingerprint (``stereo3d.workflow.sources``)."""
+
+    def __init__(self, videos: dict[str, Path], work: str | Path):
+        self.work = Path(work)
+        self.all_videos = dict(videos)
+        self.videos = dict(videos)
+        self.fingerprints: dict[str, str] = {}
+        self.links: dict[str, str] = {}
+        self.failed: dict[str, dict] = {}
+
+    def link_sources(self) -> None:
+        """Give each source its link and fingerprint under the work folder, and leave out the videos whose current
+        file failed before (stereo3d.workflow.failures), listing them in ``failed``. The demo's clips do not exist
+        when it is parsed, and are read where they are made."""
+        from stereo3d.workflow.failures import current_failure, record_path
+        from stereo3d.workflow.sources import Sources
+
+        sources = Sources(self.work)
+        for video, path in self.all_videos.items():
+            self.fingerprints[video] = sources.fingerprint(path)
+            try:
+                self.links[video] = str(sources.link(video, path))
+            except BadVideo as exc:  # a path Snakemake cannot read, and no link to it allowed here
+                self.failed[video] = {"reason": str(exc)}
+                continue
+            record = current_failure(record_path(self.work, video), self.fingerprints[video])
+            if record is not None:
+                self.failed[video] = record
+        sources.save()
+        self.videos = {video: path for video, path in self.all_videos.items() if video not in self.failed}
+
+    def failures(self, summary_of) -> dict[str, str]:
+        """Video -> one-line reason, for every video that cannot be converted: those remembered as failed, and
+        those whose probe summary (``summary_of(video)``, None where there is none yet) says so."""
+        from stereo3d.stages.probe import probe_failed
+
+        found = {video: record["reason"] for video, record in self.failed.items()}
+        for video in self.videos:
+            summary = summary_of(video)
+            reason = None if summary is None else probe_failed(summary)
+            if reason is not None:
+                found[video] = reason
+        return dict(sorted(found.items()))
+
+    def source(self, video: str) -> str:
+        """What the rules read the video through: its link, else the file itself (the demo's clips before they are
+        generated, tests without links)."""
+        return self.links.get(video) or str(self.videos[video])
+
+    def fingerprint(self, video: str) -> str:
+        """The source's content fingerprint ("" before the file exists: the demo's clips)."""
+        return self.fingerprints.get(video, "")

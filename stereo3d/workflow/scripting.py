@@ -137,27 +137,19 @@ def near_job(smk) -> dict:
 
 
 def render_job(smk) -> dict:
-    """The render's arguments that a job (rule render, preview_render) takes from its params (the dotted render
-    settings, ``keys.render_settings``), depth key and config: stereo and encode settings, the layout and its
-    options, the picture inside bars and what becomes of them, and a renderer on the job's device (a speed
-    setting: read from config, so it triggers no rerun)."""
-    from stereo3d.stages.render import EncodeSettings
-    from stereo3d.stereo.layouts import layout_options
-    from stereo3d.stereo.warp import Renderer, StereoSettings
-    from stereo3d.workflow.keys import parse_depth_key, section_of
+    """The render's arguments that a job (rule render, preview_render) takes from its params (the video's
+    ``RenderSettings``, by their dotted config names), depth key and config: the settings, the picture inside bars,
+    and a renderer on the job's device (a speed setting: read from config, so it triggers no rerun)."""
+    from stereo3d.stages.render import RenderSettings
+    from stereo3d.stereo.warp import Renderer
+    from stereo3d.workflow.keys import parse_depth_key
 
-    settings = smk.params.render
-    render, encode = section_of(settings, "render"), section_of(settings, "encode")
     runtime = smk.config["runtime"]
     return {
-        "stereo": StereoSettings.from_config(render),
-        "layout": render["layout"],
-        "encode": EncodeSettings.from_config(encode),
-        **layout_options(render["layout"], render),
+        "settings": RenderSettings.from_params(smk.params.render),
         "renderer": Renderer(runtime["render_device"], render_device_id(runtime), threads=smk.threads),
         # The picture the near maps cover is named by the depth key they are stored under.
         "picture": parse_depth_key(smk.wildcards.dkey)["picture"],
-        "bars": render.get("bars", "keep"),  # a setting of a video with bars only (keys.BARS_KEYS)
     }
 
 

@@ -1,169 +1,120 @@
-"""What the workflow builds for each video of the library, and where: its settings, their cache keys, the models
-it needs and its finished files. Plain Python, tested without Snakemake. Almost everything is known when the
-Snakefile is parsed; what a checkpoint knows is handed in by common.smk: the segments, each video's display
-size (``display_of``) and the picture area inside it (``picture_of``: baked-in bars), from which ``da3.fit:
-aspect`` picks the video's DA3 export and its depth key.
+"""What the workflow builds for each video of the library, and where: the files of its stages under their cache
+keys, the models it needs and its finished files. Plain Python, tested without Snakemake.
+
+A video's settings and keys are ``VideoSettings``' (stereo3d.workflow.videos); the library's files, links and
+failures ``Library``'s. What a checkpoint knows arrives one way: ``shape_of(video)``, the ``VideoShape`` its probe
+says (common.smk reads the probe checkpoint; ``prune`` reads probes on disk), asked only where a key depends on it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from stereo3d.errors import BadVideo
-from stereo3d.models.da3.tiers import export_shape, tier_shapes
+from stereo3d.models.da3.tiers import tier_shapes
 from stereo3d.models.names import da3_onnx_name, da3_weights_folder, nvds_onnx_names
 from stereo3d.models.validation import validation_path
-from stereo3d.stabilisers import Stabiliser, get_stabiliser
-from stereo3d.stages.probe import probe_failed
-from stereo3d.stereo.bars import Area
-from stereo3d.stereo.layouts import LAYOUT_TAGS
-from stereo3d.stereo.warp import StereoSettings
-from stereo3d.workflow import keys
-from stereo3d.workflow.failures import current_failure, record_path
-from stereo3d.workflow.paths import Paths, fill
+from stereo3d.stabilisers import Stabiliser
+from stereo3d.stages.render import RenderSettings
+from stereo3d.stereo.window import reach_frames
+from stereo3d.workflow.library import Library
+from stereo3d.workflow.paths import Paths, fill, segment_name
 from stereo3d.workflow.preflight import check_weights
-from stereo3d.workflow.sources import Sources
+from stereo3d.workflow.videos import VideoSettings, VideoShape
 
 QC_FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png")
 QC_TABLES = ("exports.html", "videos.html", "benchmarks.html")
 
 
 class Targets:
-    """``settings``: id → the video's per-video sections (config with its sheet row laid over); ``videos``: id →
-    source path of the videos to convert (until ``link_sources`` leaves out those that failed before)."""
+    """``settings``: id → the video's config sections (config with its sheet row laid over); ``videos``: id →
+    source path of the videos of the library; ``shape_of``: id → its ``VideoShape`` from its probe."""
 
-    def __init__(
-        self,
-        config: dict,
-        settings: dict[str, dict],
-        videos: dict[str, Path],
-        display_of: Callable[[str], tuple[int, int]] | None = None,
-        picture_of: Callable[[str], Area] | None = None,
-    ):
-        self.config, self.settings = config, settings
+    def __init__(self, config: dict, settings: dict[str, dict], videos: dict[str, Path],
+                 shape_of: Callable[[str], VideoShape] | None = None):  # fmt: skip
+        self.config = config
         self.paths = Paths(config["paths"])
         self.demo = bool(config["demo"])
-        self.all_videos = dict(videos)
-        self.videos = dict(videos)
-        self.fingerprints: dict[str, str] = {}
-        self.links: dict[str, str] = {}
-        self.failed: dict[str, dict] = {}
-        # video -> (display width, display height), from its probe: a checkpoint's output, which common.smk reads.
-        self.display_of = display_of
-        # video -> the picture area of its frame (stereo3d.stereo.bars), from its probe.
-        self.picture_of = picture_of
+        self.library = Library(videos, self.paths.work)
+        self.settings = {video: VideoSettings(sections, config) for video, sections in settings.items()}
+        self.shape_of = shape_of
 
-    def link_sources(self) -> None:
-        """Give each source its link and fingerprint under the work folder (stereo3d.workflow.sources), and leave
-        out the videos whose current file failed before (stereo3d.workflow.failures), listing them in
-        ``failed``. The demo's clips do not exist when it is parsed, and are read where they are made."""
-        sources = Sources(self.paths.work)
-        for video, path in self.all_videos.items():
-            self.fingerprints[video] = sources.fingerprint(path)
-            try:
-                self.links[video] = str(sources.link(video, path))
-            except BadVideo as exc:  # a path Snakemake cannot read, and no link to it allowed here
-                self.failed[video] = {"reason": str(exc)}
-                continue
-            record = current_failure(record_path(self.paths.work, video), self.fingerprints[video])
-            if record is not None:
-                self.failed[video] = record
-        sources.save()
-        self.videos = {video: path for video, path in self.all_videos.items() if video not in self.failed}
+    @property
+    def videos(self) -> dict[str, Path]:
+        """The videos to convert (without those that failed before)."""
+        return self.library.videos
 
-    def failures(self, summary_of: Callable[[str], dict | None]) -> dict[str, str]:
-        """Video -> one-line reason, for every video that cannot be converted: those remembered as failed, and
-        those whose probe summary (``summary_of(video)``, None where there is none yet) says so."""
-        found = {video: record["reason"] for video, record in self.failed.items()}
-        for video in self.videos:
-            summary = summary_of(video)
-            reason = None if summary is None else probe_failed(summary)
-            if reason is not None:
-                found[video] = reason
-        return dict(sorted(found.items()))
+    def video(self, video: str) -> VideoSettings:
+        return self.settings[video]
 
-    # --- sources ------------------------------------------------------------------------------------------------
-    def source(self, video: str) -> str:
-        """What the rules read the video through: its link (no braces or other pattern characters), else the
-        file itself (the demo's clips before they are generated, tests without links)."""
-        return self.links.get(video) or str(self.videos[video])
+    def shape(self, video: str) -> VideoShape | None:
+        """The video's shape from its probe where its keys depend on it, else None (no probe is waited for)."""
+        if not self.settings[video].needs_shape:
+            return None
+        if self.shape_of is None:
+            raise RuntimeError(f"{video}: its probe is needed for its keys and no probe reader is set")
+        return self.shape_of(video)
 
-    def fingerprint(self, video: str) -> str:
-        """The source's content fingerprint ("" before the file exists: the demo's clips)."""
-        return self.fingerprints.get(video, "")
+    # --- per video, at its current settings ---------------------------------------------------------------------
+    def depth_key(self, video: str) -> str:
+        return self.settings[video].depth_key(self.shape(video))
 
-    # --- per video ----------------------------------------------------------------------------------------------
     def near_settings(self, video: str) -> dict:
-        return keys.near_settings(self.settings[video], self.config)
-
-    def render_settings(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> dict:
-        """``display`` and ``area`` from a probe on disk (prune), else from its reader."""
-        return keys.render_settings(self.settings[video], bars=self.picture(video, display, area) is not None)
-
-    def stereo_settings(self, video: str) -> dict:
-        """The renderer's geometry settings alone (what the QC figures draw with; the layout and encoder don't
-        change them)."""
-        return dataclasses.asdict(StereoSettings.from_config(self.settings[video]["render"]))
-
-    def stabiliser(self, video: str) -> Stabiliser:
-        return get_stabiliser(self.settings[video]["stabilise"]["method"])
-
-    def needs_display(self, video: str) -> bool:
-        """Whether the video's depth key depends on its probe: on its shape (``fit: aspect``), or on the picture
-        area inside its frame (unless ``render.bars: ignore``)."""
-        return self.settings[video]["da3"]["fit"] == "aspect" or self.uses_bars(video)
-
-    def uses_bars(self, video: str) -> bool:
-        """Whether depth and render work on the picture inside baked-in bars (``render.bars``: keep or crop)."""
-        return self.settings[video]["render"]["bars"] != "ignore"
-
-    def display(self, video: str) -> tuple[int, int] | None:
-        if self.settings[video]["da3"]["fit"] != "aspect":
-            return None
-        if self.display_of is None:
-            raise RuntimeError(f"{video}: its display size is needed (fit aspect) and no probe reader is set")
-        return self.display_of(video)
-
-    def picture(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> Area | None:
-        """The picture area the video's depth covers, None for the whole frame: no bars found, or ``render.bars:
-        ignore``. ``display`` and ``area`` come from a probe on disk (prune), else from the probe's reader."""
-        if not self.uses_bars(video):
-            return None
-        if area is None:
-            if self.picture_of is None or self.display_of is None:
-                raise RuntimeError(f"{video}: its picture area is needed (render.bars) and no probe reader is set")
-            display, area = self.display_of(video), self.picture_of(video)
-        return None if area.is_full(*display) else area
-
-    def depth_key(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> str:
-        """The video's depth key; ``display`` and ``area`` from a probe on disk (prune), else from its reader."""
-        precision = self.config["runtime"]["precision"]
-        da3 = self.settings[video]["da3"]
-        shown = (display if display is not None else self.display(video)) if da3["fit"] == "aspect" else None
-        return keys.depth_key(da3, shown, precision, self.picture(video, display, area))
+        return self.settings[video].near()
 
     def near_key(self, video: str) -> str:
-        return keys.near_key(self.near_settings(video))
+        return self.settings[video].near_key()
 
-    def render_key(self, video: str, display: tuple[int, int] | None = None, area: Area | None = None) -> str:
-        return keys.render_key(self.render_settings(video, display, area))
+    def render_settings(self, video: str) -> RenderSettings:
+        return self.settings[video].render(self.shape(video))
+
+    def render_key(self, video: str) -> str:
+        return self.settings[video].render_key(self.shape(video))
+
+    def stabiliser(self, video: str) -> Stabiliser:
+        return self.settings[video].stabiliser
 
     def result(self, video: str) -> str:
-        tag = LAYOUT_TAGS[self.settings[video]["render"]["layout"]]
-        return fill(self.paths.result, video=video, tag=tag, ext=self.settings[video]["encode"]["container"])
+        tag, ext = self.settings[video].result_name()
+        return fill(self.paths.result, video=video, tag=tag, ext=ext)
 
     def da3_model(self, video: str) -> str:
-        s = self.settings[video]["da3"]
-        picture = self.picture(video)
-        shape = export_shape(s, picture.size if picture is not None else self.display(video))
-        return self.da3_export(s["variant"], shape, s["contract"])
+        s = self.settings[video].sections["da3"]
+        return self.da3_export(s["variant"], self.settings[video].da3_shape(self.shape(video)), s["contract"])
 
     def near_models(self, video: str) -> list[str]:
-        """The model files the video's stabiliser opens (none for most)."""
-        method = self.stabiliser(video)
-        return [self.paths.model(m) for m in method.models(self.near_settings(video))] if method.models else []
+        return [self.paths.model(name) for name in self.settings[video].near_models()]
+
+    def window_segments(self, video: str, seg: str, segments: list[tuple[int, int]], fps: float) -> list[str]:
+        """The other segments (names) whose near maps lie within the floating window's reach of segment ``seg`` of
+        ``segments`` (none unless ``render.floating_window: auto``): its widths are planned from the frames around
+        it, so a render waits for its neighbours alone, not for every near map of the video."""
+        if self.render_settings(video).stereo.floating_window != "auto":
+            return []
+        release, attack = reach_frames(fps)
+        first, end = (int(frame) for frame in seg.split("-"))
+        return [segment_name(start, count) for start, count in segments
+                if start != first and start < end + attack and start + count > first - release]  # fmt: skip
+
+    def prune_keys(self, shape_on_disk: Callable[[str], VideoShape | None]) -> dict[str, dict | None]:
+        """Each video of the library with its current keys (what ``prune`` keeps), from the probes on disk
+        (``shape_on_disk``: None where there is none, or it failed); a video whose keys need a probe it does not
+        have gets None: prune then leaves its folders alone."""
+        kept = {}
+        for video, settings in self.settings.items():
+            if video not in self.library.all_videos:
+                continue
+            shape = shape_on_disk(video)
+            if settings.needs_shape and shape is None:
+                kept[video] = None
+                continue
+            kept[video] = {
+                "dkey": settings.depth_key(shape),
+                "nkey": settings.near_key(),
+                "rkey": settings.render_key(shape),
+                "plan": settings.stabiliser.plan is not None,
+            }
+        return kept
 
     # --- models -------------------------------------------------------------------------------------------------
     def da3_export(self, variant: str, size, contract: str) -> str:
@@ -175,7 +126,7 @@ class Targets:
 
     def check_weights(self) -> None:
         """The weights the configuration needs are there and whole (raises BadConfig/BadWeights in one line)."""
-        variants = {self.settings[v]["da3"]["variant"] for v in self.videos}
+        variants = {self.settings[v].sections["da3"]["variant"] for v in self.videos}
         variants |= {e["variant"] for e in self.config["export"]["da3_extra"]}
         uses_nvds = any(self.near_models(video) for video in self.videos)
         check_weights(
@@ -223,7 +174,7 @@ class Targets:
 
     def library_reports(self) -> list[str]:
         """The library's QC tables (they list failed videos too), unless report.qc is false or there is no video."""
-        if not self.config["report"]["qc"] or not self.all_videos:
+        if not self.config["report"]["qc"] or not self.library.all_videos:
             return []
         return [fill(self.paths.qc_library, name=name) for name in QC_TABLES]
 

@@ -9,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 from stereo3d.demo.samples import DEMO_CLIPS, DEMO_FOLDER
 from stereo3d.errors import StereoError
 from stereo3d.models.names import DA3_STEM
-from stereo3d.stages.probe import picture_of, probe_failed
+from stereo3d.stages.probe import probe_failed
 from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.workflow import keys
 from stereo3d.workflow.config import load_schema, validate_config
@@ -18,6 +18,7 @@ from stereo3d.workflow.paths import fill, frame_ranges, segment_name
 from stereo3d.workflow.preview import grid_still, preview_clips as place_clips
 from stereo3d.workflow.sheet import per_video_settings
 from stereo3d.workflow.targets import Targets
+from stereo3d.workflow.videos import VideoShape
 
 SCHEMAS = Path(workflow.basedir) / "workflow/schemas"
 CONFIG_SCHEMA = load_schema(SCHEMAS / "config.schema.yaml")
@@ -52,18 +53,9 @@ def probed(video):
     return _PROBED[path]
 
 
-def display_size(summary):
-    """A probe summary's display size, which picks the video's DA3 export under fit aspect."""
-    return summary["video"]["display_width"], summary["video"]["display_height"]
-
-
-def display(video):
-    return display_size(probed(video))
-
-
-def picture(video):
-    """The picture area inside the video's frame (baked-in bars), from its probe."""
-    return picture_of(probed(video))
+def video_shape(video):
+    """The video's display size and the picture inside its bars, from its probe (some keys depend on them)."""
+    return VideoShape.of(probed(video))
 
 
 def probe_on_disk(video):
@@ -92,14 +84,14 @@ def _targets():
     settings, videos = per_video_settings(
         config, CONFIG_SCHEMA, sheet_schema, sheet, library, folder
     )
-    return Targets(config, settings, videos, display_of=display, picture_of=picture)
+    return Targets(config, settings, videos, shape_of=video_shape)
 
 
 at_parse_time(_validated_config)
 T = at_parse_time(_targets)
 at_parse_time(T.check_weights)
 if not config["demo"]:
-    T.link_sources()
+    T.library.link_sources()
 P = T.paths
 DEMO = T.demo
 
@@ -123,24 +115,23 @@ def converting():
 
 def failures():
     """Video → one-line reason, for every video that cannot be converted (this run's and remembered ones)."""
-    return T.failures(probed)
+    return T.library.failures(probed)
 
 
-def probed_on_disk(video):
-    """The video's display size and picture area from a probe already on disk (no probe job is scheduled),
-    else None."""
+def shape_on_disk(video):
+    """The video's shape from a probe already on disk (no probe job is scheduled), else None."""
     summary = probe_on_disk(video)
     if summary is None or probe_failed(summary) is not None:
         return None
-    return display_size(summary), picture_of(summary)
+    return VideoShape.of(summary)
 
 
 def summarise_failures():
     """One warning line per video that cannot be converted (run end: every probe that ran is on disk)."""
-    found = T.failures(probe_on_disk)
+    found = T.library.failures(probe_on_disk)
     if found:
         print(
-            f"warning: {len(found)} of {len(T.all_videos)} videos not converted:",
+            f"warning: {len(found)} of {len(T.library.all_videos)} videos not converted:",
             file=sys.stderr,
         )
         for video, reason in found.items():

@@ -1,17 +1,18 @@
 # Input and param functions of the rules (named get_*, never lambdas in rules): thin wrappers over
 # stereo3d.workflow.targets (T) and the segments of common.smk.
+import dataclasses
+
 from stereo3d.models.names import parse_da3_onnx_name
-from stereo3d.stereo import window
 
 
 def get_source(wildcards):
     # ancient: what says the source changed is its fingerprint (a param of the probe), not its time or path,
     # so a moved or copied library recomputes nothing.
-    return ancient(T.source(wildcards.video))
+    return ancient(T.library.source(wildcards.video))
 
 
 def get_fingerprint(wildcards):
-    return T.fingerprint(wildcards.video)
+    return T.library.fingerprint(wildcards.video)
 
 
 def get_exports(wildcards):
@@ -77,29 +78,18 @@ def get_near_params(wildcards):
 
 
 def get_render_params(wildcards):
+    """The video's render settings (stereo3d.stages.render.RenderSettings) by their dotted config keys."""
     settings = T.render_settings(wildcards.video)
-    return current(wildcards, "rkey", settings, keys.render_key(settings))
+    return current(wildcards, "rkey", settings.params(), keys.render_key(settings))
 
 
 def get_window_near(wildcards):
-    """The other segments' near maps within the floating window's reach of this segment (none
-    unless render.floating_window is auto): its widths are planned from the frames around it, so
-    a render waits for its neighbours alone, not for every near map of the video."""
-    v = wildcards.video
-    if T.render_settings(v)["render.floating_window"] != "auto":
-        return []
-    release, attack = window.reach_frames(probed(v)["video"]["fps"])
-    first, end = (int(frame) for frame in wildcards.seg.split("-"))
+    """The other segments' near maps within the floating window's reach of this segment (none unless
+    render.floating_window is auto)."""
+    v, w = wildcards.video, wildcards
+    near = T.window_segments(v, w.seg, segments(v), probed(v)["video"]["fps"])
     return [
-        fill(
-            P.near_maps,
-            video=v,
-            dkey=wildcards.dkey,
-            nkey=wildcards.nkey,
-            seg=segment_name(start, count),
-        )
-        for start, count in segments(v)
-        if start != first and start < end + attack and start + count > first - release
+        fill(P.near_maps, video=v, dkey=w.dkey, nkey=w.nkey, seg=seg) for seg in near
     ]
 
 
@@ -144,7 +134,8 @@ def get_qc_near_settings(wildcards):
 
 
 def get_qc_stereo_settings(wildcards):
-    return T.stereo_settings(wildcards.video)
+    """The renderer's geometry settings (StereoSettings' fields): what the QC figures and the grid draw with."""
+    return dataclasses.asdict(T.video(wildcards.video).stereo())
 
 
 def get_demo_outputs(wildcards):
@@ -156,23 +147,8 @@ def get_demo_outputs(wildcards):
 
 
 def get_prune_videos(wildcards):
-    """Each video of the library with its current keys (what `prune` keeps). A video not probed yet whose depth
-    key needs its probe (its shape under fit aspect, its picture area) gets none: prune then leaves its folders
-    alone."""
-    videos = {}
-    for v in T.all_videos:
-        shown = probed_on_disk(v)
-        if T.needs_display(v) and shown is None:
-            videos[v] = None
-            continue
-        shape = shown or (None, None)
-        videos[v] = dict(
-            dkey=T.depth_key(v, *shape),
-            nkey=T.near_key(v),
-            rkey=T.render_key(v, *shape),
-            plan=T.stabiliser(v).plan is not None,
-        )
-    return videos
+    """Each video of the library with its current keys (what `prune` keeps), from the probes on disk."""
+    return T.prune_keys(shape_on_disk)
 
 
 def get_preview_outputs(wildcards):

@@ -116,7 +116,7 @@ rule render:
     resources:
         mem_mb=3000,
     params:
-        # {dotted key: value}: keys.RENDER_KEYS and the layout's own options
+        # {dotted key: value}: the video's RenderSettings (stereo3d.stages.render)
         render=get_render_params,
     script:
         "../../scripts/render.py"

@@ -20,7 +20,7 @@ here recompute them, so a loaded checkpoint can be checked against them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -38,8 +38,15 @@ from stereo3d.models.nvds.config import (
     Tier,
 )
 
-if TYPE_CHECKING:
-    from stereo3d.models.nvds.model import NVDS
+
+class TierTables(NamedTuple):
+    """The static form's per-tier tables, buffers of the focal layer (``FocalLayer.prepare``) that its blocks and
+    their attention read: each window's key rows, the unfold masks, and each pooled clip's cell partition (clip ->
+    a row permutation; only clips whose cells hold more than one row)."""
+
+    key_index: torch.Tensor
+    mask_full: torch.Tensor
+    cells: dict[int, torch.Tensor]
 
 
 class WindowAttention3d(nn.Module):
@@ -48,9 +55,8 @@ class WindowAttention3d(nn.Module):
     Key order: own 49 | 132 cyclically rolled neighbours | 25 pooled-target | clip0 49 | clip1 25 | clip2 9.
     """
 
-    def __init__(self, dim: int, heads: int, owner: NVDS):
+    def __init__(self, dim: int, heads: int):
         super().__init__()
-        self._owner = [owner]
         self.dim, self.heads = dim, heads
         self.scale = (dim // heads) ** -0.5
         area = WINDOW * WINDOW
@@ -141,7 +147,7 @@ class WindowAttention3d(nn.Module):
         out = self.softmax(attn) @ v_all  # [B, nW, heads, 49, hd]
         return self.proj(out.transpose(2, 3).reshape(b, nw, WINDOW * WINDOW, c))
 
-    def forward_static(self, windows, tokens, tier: Tier, h: int, w: int):
+    def forward_static(self, windows, tokens, tier: Tier, h: int, w: int, tables: TierTables):
         """Static form (spec section 8), laid out for few data-movement operators in the exported graph.
 
         ``windows``: the normalised, padded target in window order ``[B, nW, 49, C]``; ``tokens``: the key
@@ -159,23 +165,22 @@ class WindowAttention3d(nn.Module):
         * The attention runs batched over heads x windows; its output is merged over heads and un-partitioned
           by one transpose, and cropped before ``proj`` (a per-token Linear, so the crop commutes).
         """
-        focal = self._owner[0].Stabilizer.decoder_focal
         b, nw, area, c = windows.shape
         heads, hd = self.heads, c // self.heads
         nwh, nww = tier.windows
-        keys = focal.key_index.numel() // nw
+        keys = tables.key_index.numel() // nw
         weight = self.qkv.weight.reshape(3, heads, hd, c).transpose(-2, -1)  # [q/k/v, heads, C, hd]
         bias = self.qkv.bias.reshape(3, heads, 1, hd)
         q = windows.reshape(b, 1, nw * area, c) @ weight[0] + bias[0]  # [B, heads, nW*49, hd]
         table = torch.cat(tokens, dim=1)[:, None]  # [B, 1, rows, C]
-        k, v = (F.pad(table @ weight[i] + bias[i], (0, 0, 0, 1)).index_select(2, focal.key_index) for i in (1, 2))
+        k, v = (F.pad(table @ weight[i] + bias[i], (0, 0, 0, 1)).index_select(2, tables.key_index) for i in (1, 2))
         q = q.reshape(b, heads, nw, area, hd)
         k = k.reshape(b, heads, nw, keys, hd)
         v = v.reshape(b, heads, nw, keys, hd)
         attn = (q * self.scale) @ k.transpose(-2, -1)  # [B, heads, nW, 49, N]
         # Two full-width adds: each element sees the same float adds as the slice form (x + 0.0 is exact).
         attn = attn + torch.cat(self.group_biases(), dim=-1)[:, None]
-        attn = attn + focal.mask_full
+        attn = attn + tables.mask_full
         out = self.softmax(attn) @ v  # [B, heads, nW, 49, hd]
         out = out.reshape(b, heads, nwh, nww, WINDOW, WINDOW, hd).permute(0, 2, 4, 3, 5, 1, 6)
         return self.proj(out.reshape(b, nwh * WINDOW, nww * WINDOW, c)[:, :h, :w])

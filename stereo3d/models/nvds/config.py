@@ -12,7 +12,6 @@ WINDOW_FRAMES = 4  # the window is [t-3, t-2, t-1, t], target last (spec section
 WINDOW = 7
 EXPAND = 3
 FOCAL_WINDOW = 5
-FOCAL_LEVEL = 2
 FOCAL_L_CLIPS = (7, 4, 2)
 FOCAL_KERNEL_CLIPS = (7, 5, 3)
 MASK_FILL = -100.0  # the official value for keys that read unfold padding

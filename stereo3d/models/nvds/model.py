@@ -52,7 +52,7 @@ class NVDS(nn.Module):
         self.tier: Tier | None = None
         d = config.decoder_channels
         self.backbone = MixVisionTransformer(config)
-        self.Stabilizer = StabilizationNetwork(config, self)
+        self.Stabilizer = StabilizationNetwork(config, static=self.static)
         self.edge_conv = nn.Sequential(nn.Conv2d(3, d[2], 3, 1, 1), nn.ReLU())
         self.edge_conv1 = nn.Sequential(nn.Conv2d(d[2], d[1], 3, 2, 1), nn.ReLU())
 

@@ -10,13 +10,17 @@ Attribute names are upstream's (checkpoint keys ``Stabilizer.*``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from stereo3d.models.nvds.attention import WindowAttention3d, key_table_index, rolled_key_count, unfold_mask
+from stereo3d.models.nvds.attention import (
+    TierTables,
+    WindowAttention3d,
+    key_table_index,
+    rolled_key_count,
+    unfold_mask,
+)
 from stereo3d.models.nvds.config import (
     FOCAL_KERNEL_CLIPS,
     FOCAL_L_CLIPS,
@@ -27,28 +31,27 @@ from stereo3d.models.nvds.config import (
     Tier,
 )
 
-if TYPE_CHECKING:
-    from stereo3d.models.nvds.model import NVDS
-
 
 class StabilizationNetwork(nn.Module):
-    def __init__(self, config: NvdsConfig, owner: NVDS):
+    """``static``: the form the model computes in (``NVDS.attention``), fixed when it is built."""
+
+    def __init__(self, config: NvdsConfig, static: bool):
         super().__init__()
         e, d = config.embed_dim, config.decoder_channels
-        self._owner = [owner]  # a list, so the parent is not registered as a child module
+        self.static = static
         self.conv_seg = nn.Conv2d(d[1], 1, 1)  # upstream base-class leftover: unused, but in the checkpoint
         self.dropout = nn.Dropout2d(0.1)
         for i in (4, 3, 2, 1):  # registration order = checkpoint order
             setattr(self, f"linear_c{i}", MLP(config.mit_dims[i - 1], e))
         self.linear_fuse = nn.Sequential(nn.Conv2d(4 * e, e, 1, bias=False), nn.ReLU())
-        self.decoder_focal = FocalLayer(config, owner)
+        self.decoder_focal = FocalLayer(config, static)
         self.ffm2 = FFM(e, d[0], d[1], up=2)
         self.ffm1 = FFM(d[1], d[1], d[2], up=2)
         self.ffm0 = FFM(d[2], d[2], d[3], up=1)
         self.AO = AO(d[3], 1)
 
     def forward(self, feats, edge_feat, edge_feat1, tier: Tier):
-        static = self._owner[0].static
+        static = self.static
         c1 = feats[0]
         n = c1.shape[0]
         size = tier.stage(1)
@@ -143,15 +146,11 @@ class FocalLayer(nn.Module):
     """``BasicLayer3d3``: the blocks refine the target (last) frame; the reference frames pass through unchanged,
     so only the refined target ``[B, h, w, C]`` is returned."""
 
-    def __init__(self, config: NvdsConfig, owner: NVDS):
+    def __init__(self, config: NvdsConfig, static: bool):
         super().__init__()
-        self._owner = [owner]
-        self.blocks = nn.ModuleList(
-            [
-                FocalBlock(config.focal_dim, config.focal_heads, config.focal_mlp_ratio, owner)
-                for _ in range(config.focal_depth)
-            ]
-        )
+        self.static = static
+        dim, heads, ratio = config.focal_dim, config.focal_heads, config.focal_mlp_ratio
+        self.blocks = nn.ModuleList([FocalBlock(dim, heads, ratio) for _ in range(config.focal_depth)])
 
     def prepare(self, tier: Tier) -> None:
         # One [nW, 1, N] mask for all blocks: 181 zero columns then the four unfold masks.
@@ -171,12 +170,14 @@ class FocalLayer(nn.Module):
                 self.register_buffer(f"cell_index_{k}", rows.reshape(-1), persistent=False)
 
     def forward(self, x, tier: Tier):  # x: [B, 4, h, w, C] un-normalised
-        if self._owner[0].static:
+        if self.static:
             # The references are the same in every block: split them off once instead of re-stacking all 4
-            # frames after each block.
+            # frames after each block. The per-tier index buffers are this layer's, handed to its blocks.
             *refs, target = x.unbind(1)
+            cells = {k: getattr(self, f"cell_index_{k}") for k, lvl in enumerate(FOCAL_L_CLIPS) if WINDOW // lvl > 1}
+            tables = TierTables(self.key_index, self.mask_full, cells)
             for blk in self.blocks:
-                target = blk.forward_static(target, refs, tier)
+                target = blk.forward_static(target, refs, tier, tables)
             return target
         for blk in self.blocks:
             x = blk(x, tier)
@@ -186,13 +187,12 @@ class FocalLayer(nn.Module):
 class FocalBlock(nn.Module):
     """``CffmTransformerBlock3d3``: focal cross-attention of the target frame to the 3 reference frames."""
 
-    def __init__(self, dim: int, heads: int, mlp_ratio: int, owner: NVDS):
+    def __init__(self, dim: int, heads: int, mlp_ratio: int):
         super().__init__()
-        self._owner = [owner]
         self.pool_layers = nn.ModuleList([nn.Linear(WINDOW * WINDOW, 1)])
         self.pool_layers_clips = nn.ModuleList([nn.Linear((WINDOW // lvl) ** 2, 1) for lvl in FOCAL_L_CLIPS])
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = WindowAttention3d(dim, heads, owner)
+        self.attn = WindowAttention3d(dim, heads)
         self.drop_path = nn.Identity()
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = FocalMlp(dim, dim * mlp_ratio)
@@ -223,8 +223,9 @@ class FocalBlock(nn.Module):
         out = out + self.mlp(self.norm2(out))
         return torch.cat([x[:, :-1], out.unsqueeze(1)], dim=1)
 
-    def forward_static(self, target, refs, tier: Tier):
-        """Static form: the target ``[B, h, w, C]`` and the 3 reference maps -> the refined target.
+    def forward_static(self, target, refs, tier: Tier, tables: TierTables):
+        """Static form: the target ``[B, h, w, C]`` and the 3 reference maps -> the refined target (``tables``: the
+        layer's per-tier indices and masks).
 
         The function of ``forward`` (equal to it to within float rounding) with few layout operators: the
         references are never re-stacked, the target is window-partitioned once (for its pooling and the
@@ -253,10 +254,9 @@ class FocalBlock(nn.Module):
                 continue
             # Clip 2: a Gather of whole rows of C. As a transpose ONNX Runtime would merge it with the one back
             # from the resize's channels-first layout into a 6-D transpose with 3-float runs, 4x slower.
-            index = getattr(self._owner[0].Stabilizer.decoder_focal, f"cell_index_{k}")
-            cells = ref.reshape(b, -1, c).index_select(1, index).reshape(b, ph * pw, cell * cell, c)
-            tokens.append(_pool_cells(cells, layer))
-        out = self.attn.forward_static(windows, tokens, tier, h, w)  # [B, h, w, C]
+            pooled = ref.reshape(b, -1, c).index_select(1, tables.cells[k]).reshape(b, ph * pw, cell * cell, c)
+            tokens.append(_pool_cells(pooled, layer))
+        out = self.attn.forward_static(windows, tokens, tier, h, w, tables)  # [B, h, w, C]
         out = target + out
         return out + self.mlp(self.norm2(out))
 

@@ -1,0 +1,113 @@
+"""One video's settings: its config sections (config.yaml with its sheet row laid over them), and from them each
+stage's settings object and cache key, built in one place. Pure: where a key depends on what the video's probe
+says (its shape under ``da3.fit: aspect``, the picture inside baked-in bars), that ``VideoShape`` is an argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stereo3d.models.da3.tiers import export_shape
+from stereo3d.stabilisers import Stabiliser, get_stabiliser
+from stereo3d.stages.probe import picture_of
+from stereo3d.stages.render import RenderSettings
+from stereo3d.stereo.bars import Area
+from stereo3d.stereo.layouts import LAYOUT_TAGS
+from stereo3d.stereo.warp import StereoSettings
+from stereo3d.workflow import keys
+
+
+@dataclass(frozen=True)
+class VideoShape:
+    """What a video's probe says that its keys may depend on: its display size, and the picture area inside it
+    (baked-in bars; the whole frame where there are none, or the probe is older than the bars' search)."""
+
+    display: tuple[int, int]
+    picture: Area
+
+    @classmethod
+    def of(cls, summary: dict) -> VideoShape:
+        """From a probe summary (``probe.json``)."""
+        video = summary["video"]
+        return cls((video["display_width"], video["display_height"]), picture_of(summary))
+
+
+class VideoSettings:
+    """``sections``: the video's config sections; ``config``: the whole config (runtime, export: the same for every
+    video)."""
+
+    def __init__(self, sections: dict, config: dict):
+        self.sections, self.config = sections, config
+
+    @property
+    def needs_shape(self) -> bool:
+        """Whether the video's depth key depends on its probe: on its shape (``fit: aspect``), or on the picture
+        area inside its frame (unless ``render.bars: ignore``)."""
+        return self.sections["da3"]["fit"] == "aspect" or self.uses_bars
+
+    @property
+    def uses_bars(self) -> bool:
+        """Whether depth and render work on the picture inside baked-in bars (``render.bars``: keep or crop)."""
+        return self.sections["render"]["bars"] != "ignore"
+
+    def picture(self, shape: VideoShape | None) -> Area | None:
+        """The picture area the video's depth covers, None for the whole frame: no bars found, or ``render.bars:
+        ignore``."""
+        if not self.uses_bars:
+            return None
+        if shape is None:
+            raise ValueError("the picture area inside the video's bars is needed (render.bars), and no probe")
+        return None if shape.picture.is_full(*shape.display) else shape.picture
+
+    # --- depth --------------------------------------------------------------------------------------------------
+    def depth_key(self, shape: VideoShape | None) -> str:
+        da3 = self.sections["da3"]
+        display = self._display(shape)
+        return keys.depth_key(da3, display, self.config["runtime"]["precision"], self.picture(shape))
+
+    def da3_shape(self, shape: VideoShape | None) -> tuple[int, int]:
+        """(width, height) of the DA3 export the video's depth runs through."""
+        picture = self.picture(shape)
+        return export_shape(self.sections["da3"], picture.size if picture is not None else self._display(shape))
+
+    def _display(self, shape: VideoShape | None) -> tuple[int, int] | None:
+        if self.sections["da3"]["fit"] != "aspect":
+            return None
+        if shape is None:
+            raise ValueError("the video's display size is needed (da3.fit: aspect), and no probe")
+        return shape.display
+
+    # --- near maps ----------------------------------------------------------------------------------------------
+    @property
+    def stabiliser(self) -> Stabiliser:
+        return get_stabiliser(self.sections["stabilise"]["method"])
+
+    def near(self) -> dict:
+        """The near stage's settings, ``{dotted key: value}`` (``keys.near_settings``)."""
+        return keys.near_settings(self.sections, self.config)
+
+    def near_key(self) -> str:
+        return keys.near_key(self.near())
+
+    def near_models(self) -> list[str]:
+        """The model files (relative to the models folder) the video's stabiliser opens (none for most)."""
+        method = self.stabiliser
+        return list(method.models(self.near())) if method.models else []
+
+    # --- render -------------------------------------------------------------------------------------------------
+    def render(self, shape: VideoShape | None) -> RenderSettings:
+        """The render stage's settings (with ``render.bars`` where the video's picture does not fill its frame)."""
+        return RenderSettings.from_sections(self.sections, bars=self.picture(shape) is not None)
+
+    def render_key(self, shape: VideoShape | None) -> str:
+        return keys.render_key(self.render(shape))
+
+    def stereo(self) -> StereoSettings:
+        """The renderer's geometry alone (what the QC figures and the preview grid draw with; the layout, the
+        encoder and the bars do not change it)."""
+        return StereoSettings.from_config(self.sections["render"])
+
+    # --- result -------------------------------------------------------------------------------------------------
+    def result_name(self) -> tuple[str, str]:
+        """The finished file's layout tag and extension (``_LRF_Full_SBS``, ``mp4``)."""
+        return LAYOUT_TAGS[self.sections["render"]["layout"]], self.sections["encode"]["container"]
