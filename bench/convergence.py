@@ -67,7 +67,11 @@ def run() -> dict:
     settle = []
     for cut in true_cuts:
         frames = 1
-        while cut + frames < len(planes) and shots[cut + frames] == shots[cut] and steps_pct[cut + frames - 1] > STEP_GOAL_PCT:
+        while (
+            cut + frames < len(planes)
+            and shots[cut + frames] == shots[cut]
+            and steps_pct[cut + frames - 1] > STEP_GOAL_PCT
+        ):
             frames += 1
         settle.append(frames)
     per_shot = {

@@ -79,7 +79,7 @@ def renderer_views(sequence: dict, settings, depth: str, temporal: bool = True, 
     items = ((index, frames[index], nears[index]) for index in range(len(frames)))
     reach = settings.fill_frames if temporal and settings.fill == "temporal" else 0
     with Renderer("cpu") as renderer:
-        for index, frame, near, neighbours in windowed(items, reach, 0, len(frames)):
+        for _index, frame, near, neighbours in windowed(items, reach, 0, len(frames)):
             views = renderer.render_stereo(frame, near, settings, neighbours=neighbours if reach else None)
             if holes_out is not None:
                 holes_out.append([renderer._view_maps(k, frame.shape[:2])[1] != 0 for k in range(2)])
@@ -102,8 +102,8 @@ def nearest_views(sequence: dict, depth: str):
         if depth == "model":
             near = cv2.resize(model_size(near), (frame.shape[1], frame.shape[0]), interpolation=cv2.INTER_LINEAR)
         parallax = parallax_px(near, frame.shape[1], settings)
-        yield [viewing.nearest_warp(frame, sign * parallax, mirrored)[0] for sign, mirrored in ((0.5, False),
-                                                                                                (-0.5, True))]  # fmt: skip
+        eyes = ((0.5, False), (-0.5, True))  # (share of the parallax, the right view's mirrored order)
+        yield [viewing.nearest_warp(frame, sign * parallax, mirrored)[0] for sign, mirrored in eyes]
 
 
 def score(sequences_: dict, views_of) -> dict:
@@ -170,7 +170,8 @@ def figures(size: tuple[int, int] = (960, 540), frames: int = 24) -> dict:
     return {
         "Q1": common.figure(
             ours["visible_psnr_db"] - nearest["visible_psnr_db"], ">= 0",
-            baseline={"what": "nearest-pixel depth-ordered warp, visible pixels", "psnr_db": nearest["visible_psnr_db"]},
+            baseline={"what": "nearest-pixel depth-ordered warp, visible pixels",
+                      "psnr_db": nearest["visible_psnr_db"]},
             measured={"what": "renderer, visible pixels", "psnr_db": ours["visible_psnr_db"],
                       "ssim": ours["visible_ssim"]},
             setup=setup, exact_depth=exact, all=results,
@@ -183,7 +184,8 @@ def figures(size: tuple[int, int] = (960, 540), frames: int = 24) -> dict:
         ),
         "Q3": common.figure(
             ours["hole_flicker"] / max(telea["hole_flicker"], 1e-9), "<= 0.5",
-            baseline={"what": "Telea fill, mean |change| in still holes (grey levels)", "flicker": telea["hole_flicker"]},
+            baseline={"what": "Telea fill, mean |change| in still holes (grey levels)",
+                      "flicker": telea["hole_flicker"]},
             measured={"what": "renderer's fill", "flicker": ours["hole_flicker"]},
             setup=setup,
         ),

@@ -19,6 +19,8 @@ def main():
         out_contact_sheet=snakemake.output.contact_sheet,
         out_flicker=snakemake.output.flicker,
         out_parallax=snakemake.output.parallax,
+        out_convergence=snakemake.output.convergence,
+        convergence_plan=next(iter(snakemake.input.convergence_plan), None),
         out_stats=snakemake.output.stats,
         rows=snakemake.params.rows,
         tile_width=snakemake.params.tile_width,

@@ -14,6 +14,7 @@ def main():
             near=snakemake.input.near,
             out=snakemake.output.video,
             window_near=list(snakemake.input.window_near),
+            convergence_plan=next(iter(snakemake.input.convergence_plan), None),
             **job,
         )
 

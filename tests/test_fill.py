@@ -48,7 +48,7 @@ def test_a_hole_takes_the_background_that_the_frames_around_show():
     frames = [moving_box(i) for i in range(7)]
     items = ((i, f, n) for i, (f, n) in enumerate(frames))
     with Renderer("cpu") as renderer:
-        for index, frame, near, neighbours in windowed(items, 4, 3, 4):
+        for _index, frame, near, neighbours in windowed(items, 4, 3, 4):
             left, right = renderer.render_stereo(frame, near, settings, neighbours=neighbours)
     wall = background()
     hidden = slice(35, 41)

@@ -14,7 +14,7 @@ from harness import exported_workdir, job_stats, planned_jobs, run_snakemake
 from stereo3d.demo import samples
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png")
+FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png", "convergence.png")
 TABLES = ("exports.html", "videos.html", "benchmarks.html")
 
 

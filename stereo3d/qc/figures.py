@@ -88,7 +88,7 @@ def settings_grid(
     near: np.ndarray,
     settings: StereoSettings,
     divergences: Sequence[float],
-    convergences: Sequence[float],
+    convergences: Sequence[float | str],
     tile_width: int = 320,
     picture: Area | None = None,
 ) -> np.ndarray:
@@ -107,13 +107,17 @@ def settings_grid(
     times = frame_times(probe)
     lines = [
         _label_row([f"frame {frame}  t = {times[frame]:.2f} s"], (tile_w + 4) * len(convergences), align_left=True),
-        _label_row([f"convergence {c:g}" for c in convergences], tile_w),
+        _label_row([f"convergence {c}" if c == "auto" else f"convergence {c:g}" for c in convergences], tile_w),
     ]  # fmt: skip
     with Renderer() as renderer:
         for divergence in divergences:
             tiles = []
             for convergence in convergences:
-                chosen = dataclasses.replace(settings, divergence_pct=float(divergence), convergence=float(convergence))
+                chosen = dataclasses.replace(
+                    settings,
+                    divergence_pct=float(divergence),
+                    convergence=convergence if convergence == "auto" else float(convergence),
+                )
                 if picture is not None:
                     chosen = chosen.inside(video["display_width"], picture.width)
                 left, right = renderer.render_stereo(still, near, chosen)
@@ -203,8 +207,8 @@ def convergence_figure(times: np.ndarray, zero_planes: np.ndarray, subjects: np.
     x = np.asarray(times, dtype=np.float64)[: len(zero_planes)]
     planes = np.asarray(zero_planes, dtype=np.float64)
     cuts = np.nonzero(np.diff(np.asarray(shots)) != 0)[0] + 1
-    title = (f"{name}: the screen plane (convergence {mode}), {len(cuts) + 1} shot(s); a subject at the plane "
-             f"has no parallax, content {front_limit_pct:g} % of the width in front of it is the front limit")  # fmt: skip
+    title = (f"{name}: the screen plane (convergence {mode}), {len(cuts) + 1} shot(s)\na subject at the plane has "
+             f"no parallax; content {front_limit_pct:g} % of the width in front of it is the front limit")  # fmt: skip
     with _style():
         figure, axes = _plot_axes(title, "time (s)", "near value at the screen")
         if subjects is not None:

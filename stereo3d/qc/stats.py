@@ -19,7 +19,14 @@ from stereo3d.io.mapstore import MapReader
 from stereo3d.progress import Progress
 from stereo3d.stereo.near import near_from_depth
 from stereo3d.stereo.warp import StereoSettings, parallax_px
-from stereo3d.stereo.window import EDGE_BAND_PCT, VIOLATION_PCT, edge_parallax, smooth_widths, violation_need
+from stereo3d.stereo.window import (
+    EDGE_BAND_PCT,
+    VIOLATION_PCT,
+    edge_parallax,
+    frame_settings,
+    smooth_widths,
+    violation_need,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +44,7 @@ def map_statistics(
     comfort_limit_pct: float,
     frame_width: int | None = None,
     fps: float = 25.0,
+    planes: np.ndarray | None = None,
 ) -> dict:
     """Flicker of raw (per-frame normalised) and stabilised maps, parallax percentiles and comfort, and window
     violations, in one pass.
@@ -55,8 +63,11 @@ def map_statistics(
     previous_raw = previous_stable = None
     progress = Progress(log, "qc maps", len(near_maps))
     edges = []
-    for depth_map, near_map in zip(depth_maps, near_maps, strict=True):
-        edges.append(edge_parallax(near_map, frame_width or near_map.shape[1], settings))
+    plane_at = None if planes is None else planes.__getitem__
+    for index, (depth_map, near_map) in enumerate(zip(depth_maps, near_maps, strict=True)):
+        # ``planes``: each frame's planned zero plane (convergence auto), as the render takes it.
+        frame = frame_settings(settings, near_map, plane_at, index)
+        edges.append(edge_parallax(near_map, frame_width or near_map.shape[1], frame))
         raw = _shrink(near_from_depth(depth_map, *near_pct))
         stable = _shrink(near_map)
         if previous_raw is not None:
@@ -64,7 +75,7 @@ def map_statistics(
             stable_flicker.append(_difference(previous_stable, stable))
         previous_raw, previous_stable = raw, stable
         width = stable.shape[1]
-        pct = parallax_px(stable, width, settings) * np.float32(100.0 / width)
+        pct = parallax_px(stable, width, frame) * np.float32(100.0 / width)
         per_frame.append(np.percentile(pct, PERCENTILES))
         hist += np.histogram(pct, bins=HIST_BINS, range=(-HIST_RANGE_PCT, HIST_RANGE_PCT))[0]
         progress.advance(1)

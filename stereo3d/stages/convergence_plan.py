@@ -24,7 +24,7 @@ from stereo3d.stereo import convergence
 
 log = logging.getLogger(__name__)
 
-PLAN_WIDTH = 160  # the near maps are judged at this width (or less): the subject is not a matter of pixels
+PLAN_WIDTH = convergence.REDUCED_WIDTH
 
 
 def make_convergence_plan(near_segments: list[str | Path], depth_segments: list[str | Path], out: str | Path,
@@ -69,14 +69,21 @@ def make_convergence_plan(near_segments: list[str | Path], depth_segments: list[
     return {"frames": len(planes), "shots": int(shots.max(initial=0)) + 1}
 
 
-def zero_planes(plan: str | Path, start: int, count: int) -> np.ndarray:
-    """The planned zero planes of video frames ``start .. start + count`` (a segment's)."""
-    with np.load(plan) as data:
-        first = int(data["first"])
-        planes = data["zero_plane"][start - first : start - first + count]
-    if len(planes) != count:
-        raise ValueError(f"{plan}: the convergence plan holds {len(planes)} of frames {start}..{start + count}")
-    return planes
+def plan_of_store(
+    near: str | Path, fps: float, divergence_pct: float, front_limit_pct: float
+) -> tuple[int, np.ndarray]:
+    """(first frame, zero planes) of one near-map store planned on its own, as one shot: for a job given no plan
+    of its video (the preview's clips, a second or two each)."""
+    subjects, fronts, previous = [], [], None
+    with MapReader(near) as reader:
+        first = int(reader.attrs.get("start", 0))
+        for near_map in reader:
+            small = _reduced(near_map)
+            subjects.append(convergence.subject_near(small, previous))
+            fronts.append(convergence.front_near(small))
+            previous = small
+    shots = np.zeros(len(subjects), np.int64)
+    return first, convergence.plan(np.array(subjects), np.array(fronts), shots, fps, divergence_pct, front_limit_pct)
 
 
 def _reduced(near: np.ndarray) -> np.ndarray:

@@ -126,7 +126,7 @@ def preview_clip(video: str | Path, probe: dict, near: str | Path, out: str | Pa
 
 
 def preview_grid(video: str | Path, probe: dict, near: str | Path, frame: int, out: str | Path,
-                 stereo: StereoSettings, divergences: list[float], convergences: list[float],
+                 stereo: StereoSettings, divergences: list[float], convergences: list[float | str],
                  tile_width: int, picture: Area | None = None) -> None:  # fmt: skip
     """A PNG of red-cyan anaglyphs of the still ``frame`` (one of ``near``'s frames), one tile per
     (``render.divergence_pct``, ``render.convergence``) pair; the rest of ``stereo`` as configured. ``picture``:

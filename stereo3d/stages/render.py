@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from stereo3d.stereo.bars import Area, paste_bars
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
 from stereo3d.stereo.warp import Renderer, StereoSettings
 from stereo3d.stereo.window import apply_floating_window, window_widths
+
+if TYPE_CHECKING:  # numba's import stays out of the workflow's DAG build, which reads RenderSettings from here
+    from stereo3d.stereo.fill import Neighbours
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +174,7 @@ class RenderPlan:
 
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, settings: RenderSettings, *,
                  renderer: Renderer | None = None, window_near: Sequence[str | Path] = (),
-                 picture: Area | None = None) -> dict:  # fmt: skip
+                 picture: Area | None = None, convergence_plan: str | Path | None = None) -> dict:  # fmt: skip
     """Render every frame of ``near``'s range (its ``start`` attribute onward) as ``settings`` say (stereo, layout,
     encoder, bars) and encode it, video only, to ``out`` (Matroska). ``renderer``: where the views render (None:
     the CPU, every thread this process may use). ``picture``: the area of the frame the near maps cover (None: the
@@ -179,7 +182,11 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
 
     With ``floating_window: auto`` the views get a floating window whose widths are planned from the near maps of
     ``near`` and of ``window_near``, the neighbouring segments' stores within the plan's reach
-    (``stereo3d.stereo.window``): the same widths as a whole-video job.
+    (``stereo3d.stereo.window``): the same widths as a whole-video job. With ``fill: temporal`` each frame's
+    disocclusions are filled from the ``fill_frames`` frames before and after it (``stereo3d.stereo.fill``), read
+    across the segment's edges (their near maps from ``window_near``), so a segment fills as a whole-video job
+    does. With ``convergence: auto`` each frame takes its screen plane from ``convergence_plan`` (the video's,
+    ``stereo3d.stages.convergence_plan``).
 
     Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done
     and they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
@@ -196,8 +203,9 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         if picture is not None:
             log.info("%s: the picture %s is rendered on its own; its bars are %s", name, picture,
                      "cut away" if bars == "crop" else "kept in both eyes as in the source")  # fmt: skip
-        pieces = Pieces(Path(out), render_identity(video, near, window_near, settings, plan, picture), plan.start,
-                        plan.count, plan.pieces)  # fmt: skip
+        identity = render_identity(video, [near, *window_near, *([convergence_plan] if convergence_plan else [])],
+                                   settings, plan, picture)  # fmt: skip
+        pieces = Pieces(Path(out), identity, plan.start, plan.count, plan.pieces)
         done = pieces.done()
         if done:
             log.info("%s: resuming the render at frame %d of %d", name, plan.start + done, plan.start + plan.count)
@@ -205,17 +213,25 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         kept = picture if bars != "crop" else None
         if kept is not None:
             stereo = stereo.inside(info["display_width"], picture.width)
+        plane_at = _plane_at(convergence_plan, stereo, near, float(info["fps"]))
         windows = None
         if stereo.floating_window == "auto":
-            windows = iter(_window_widths(name, near, window_near, plan, info, picture, stereo)[done:])
+            windows = iter(_window_widths(name, near, window_near, plan, info, picture, stereo, plane_at)[done:])
+        reach = stereo.fill_frames if stereo.fill == "temporal" else 0
+        # The frames before the job's that fill its first frames' holes, and after its last: as far as the near
+        # maps at hand reach (the workflow hands a segment its neighbours' within reach; a job without them fills
+        # from its own frames alone).
+        low, high = covered_frames([near, *window_near], plan.start, plan.start + plan.count)
+        first = max(low, plan.start + done - reach)
+        end = min(high, plan.start + plan.count + reach)
         progress = Progress(log, f"render {name}", plan.count - done)
         try:
-            with FrameReader(video, probe, start=plan.start + done, count=plan.count - done, deep=plan.deep) as frames:
-                source = iter(frames)
-                if picture is not None and bars == "crop":
-                    source = (picture.cut(frame) for frame in frames)  # the picture is the frame
-                render_pieces(plan, pieces, source, iter(nears.from_frame(done)), stereo, renderer, progress,
-                              kept, windows)  # fmt: skip
+            with FrameReader(video, probe, start=first, count=end - first, deep=plan.deep) as frames:
+                maps = near_frames([near, *window_near], first, end)
+                items = _with_neighbours(range(first, end), frames, maps, reach, plan.start + done,
+                                         plan.start + plan.count, picture if bars != "crop" else None,
+                                         picture if bars == "crop" else None)  # fmt: skip
+                render_pieces(plan, pieces, items, stereo, renderer, progress, kept, windows, plane_at)
         except StereoError:
             pieces.discard()  # a rerun would fail the same way: nothing to resume
             raise
@@ -225,21 +241,110 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
             "codec": plan.stream.codec, "pix_fmt": plan.stream.pix_fmt, "layout": settings.layout}  # fmt: skip
 
 
-def render_identity(video: str | Path, near: str | Path, window_near: Sequence[str | Path], settings: RenderSettings,
-                    plan: RenderPlan, picture: Area | None) -> dict:  # fmt: skip
+def render_identity(video: str | Path, maps: Sequence[str | Path], settings: RenderSettings, plan: RenderPlan,
+                    picture: Area | None) -> dict:  # fmt: skip
     """What a render job's pieces are stored under (``stereo3d.io.resume``), so that a rerun continues only its own
-    pieces: its inputs (the neighbours' near maps plan the window: pieces rendered under older ones are not
-    continued) and its settings."""
+    pieces: its inputs (its near maps, the neighbours' that plan the window and fill the holes, the convergence
+    plan: pieces rendered under older ones are not continued) and its settings."""
     crop = {} if picture is None else {"picture": picture.as_list(), "bars": settings.bars or "keep"}
-    return job_identity([video, near, *window_near], layout=settings.layout, options=plan.options,
-                        encode=asdict(settings.encode), stereo=asdict(settings.stereo), **crop)  # fmt: skip
+    return job_identity([video, *maps], layout=settings.layout, options=plan.options, encode=asdict(settings.encode),
+                        stereo=asdict(settings.stereo), **crop)  # fmt: skip
+
+
+def covered_frames(stores: Sequence[str | Path], first: int, end: int) -> tuple[int, int]:
+    """The unbroken range of video frames around ``first .. end - 1`` that the near-map ``stores`` hold."""
+    spans = []
+    for path in stores:
+        with MapReader(path) as reader:
+            start = int(reader.attrs.get("start", 0))
+            spans.append((start, start + reader.frames))
+    low, high = first, end
+    for _ in range(len(spans)):  # widen by each adjoining store (a handful)
+        for start, stop in spans:
+            if start < low <= stop:
+                low = start
+            if start <= high < stop:
+                high = stop
+    return low, high
+
+
+def near_frames(stores: Sequence[str | Path], first: int, end: int):
+    """The near maps of video frames ``first .. end - 1``, in order, from the ``stores`` that hold them (each
+    store's ``start`` attribute places it: the job's own and its neighbours')."""
+    readers = []
+    try:
+        for path in stores:
+            reader = MapReader(path)
+            readers.append((int(reader.attrs.get("start", 0)), reader))
+        for index in range(first, end):
+            for start, reader in readers:
+                if start <= index < start + reader.frames:
+                    yield _map_at(reader, index - start)
+                    break
+            else:
+                raise ValueError(f"no near map store holds frame {index} (stores: {', '.join(map(str, stores))})")
+    finally:
+        for _, reader in readers:
+            reader.close()
+
+
+def _map_at(reader: MapReader, index: int) -> np.ndarray:
+    """Map ``index`` of a store, reading it a chunk at a time (kept on the reader for the next frames)."""
+    chunk = index // reader.chunk
+    cached = getattr(reader, "_render_chunk", None)
+    if cached is None or cached[0] != chunk:
+        start = chunk * reader.chunk
+        cached = (chunk, reader.read(start, min(reader.chunk, reader.frames - start)))
+        reader._render_chunk = cached
+    return cached[1][index - chunk * reader.chunk]
+
+
+def _with_neighbours(indices, frames, maps, reach: int, first: int, end: int, kept: Area | None,
+                     cropped: Area | None):  # fmt: skip
+    """``(frame, near map, neighbours)`` of every video frame ``first .. end - 1``, from the frames and near maps
+    of ``indices`` (which reach ``reach`` frames past both ends where the video has them). The neighbours are of
+    the picture that is rendered (the area the near maps cover, ``kept`` inside its bars or ``cropped``); the frame
+    handed on is the whole frame where its bars are kept (they are pasted back), else the picture."""
+    from stereo3d.stereo.fill import windowed
+
+    whole: dict[int, np.ndarray] = {}
+
+    def pictures():
+        for index, frame, near in zip(indices, frames, maps):
+            whole[index] = frame
+            area = kept or cropped
+            yield index, frame if area is None else area.cut(frame), near
+
+    for index, picture, near, neighbours in windowed(pictures(), reach, first, end):
+        for old in [key for key in whole if key < index]:
+            del whole[old]  # frames only a neighbour of others
+        yield (whole.pop(index) if kept is not None else picture), near, neighbours
+
+
+def _plane_at(convergence_plan: str | Path | None, stereo: StereoSettings, near: str | Path, fps: float):
+    """Video frame -> its zero plane under ``convergence: auto`` (else None: the settings' own): the video's plan,
+    or, where a job has none (the preview's clips), a plan over the job's own near maps, as one shot."""
+    if stereo.convergence != "auto":
+        return None
+    if convergence_plan is not None:
+        with np.load(convergence_plan) as data:
+            first, planes = int(data["first"]), np.asarray(data["zero_plane"])
+    else:
+        from stereo3d.stages.convergence_plan import plan_of_store
+
+        first, planes = plan_of_store(near, fps, stereo.divergence_pct, stereo.front_limit_pct)
+
+    def plane_at(index: int) -> float:
+        return float(planes[min(max(index - first, 0), len(planes) - 1)])
+
+    return plane_at
 
 
 def _window_widths(name: str, near: str | Path, window_near: Sequence[str | Path], plan: RenderPlan, info: dict,
-                   picture: Area | None, stereo: StereoSettings) -> np.ndarray:  # fmt: skip
+                   picture: Area | None, stereo: StereoSettings, plane_at=None) -> np.ndarray:  # fmt: skip
     """The floating window's (left, right) widths for each frame of the job, planned over its reach."""
     width = info["display_width"] if picture is None else picture.width
-    widths = window_widths([near, *window_near], plan.start, plan.count, width, stereo, float(info["fps"]))
+    widths = window_widths([near, *window_near], plan.start, plan.count, width, stereo, float(info["fps"]), plane_at)
     log.info("%s: floating window on %d of %d frames, up to %.1f px", name, int((widths.max(axis=1) > 0).sum()),
              plan.count, float(widths.max(initial=0.0)))  # fmt: skip
     return widths
@@ -304,25 +409,29 @@ def piece_times(pts_s: list[float], first: int, frames: int) -> tuple[float, ...
     return tuple(t - span[0] for t in span)
 
 
-def render_pieces(plan: RenderPlan, pieces: Pieces, frames, near_maps, stereo: StereoSettings, renderer: Renderer,
-                  progress: Progress, picture: Area | None = None, windows=None) -> None:  # fmt: skip
-    """Render and encode each piece not yet done, from the ``frames`` and ``near_maps`` iterators (both at the first
-    such piece's first frame) and ``windows``, the floating window's (left, right) widths (None: no window); each
-    piece appears under its name only once complete. ``picture``: the area of the frames that is rendered, its
-    bars kept (None: the whole frame)."""
+def render_pieces(plan: RenderPlan, pieces: Pieces, items, stereo: StereoSettings, renderer: Renderer,
+                  progress: Progress, picture: Area | None = None, windows=None, plane_at=None) -> None:  # fmt: skip
+    """Render and encode each piece not yet done, from ``items`` (``(frame, near map, neighbours)``, from the first
+    such piece's first frame), ``windows``, the floating window's (left, right) widths (None: no window), and
+    ``plane_at`` (video frame -> zero plane under ``convergence: auto``); each piece appears under its name only
+    once complete. ``picture``: the area of the frames that is rendered, its bars kept (None: the whole frame)."""
+    items = iter(items)
     for piece in pieces.todo():
         with VideoEncoder(pieces.path(piece.first), plan.stream, pts_s=piece.pts_s) as encoder:
-            for _ in range(piece.frames):
+            for index in range(piece.first, piece.first + piece.frames):
                 window = (0.0, 0.0) if windows is None else tuple(next(windows))
-                packed = stereo_frame(renderer, next(frames), next(near_maps), stereo, plan.layout, plan.options,
-                                      plan.padding, picture, window)  # fmt: skip
+                frame, near, neighbours = next(items)
+                settings = stereo if plane_at is None else stereo.at_plane(plane_at(index))
+                packed = stereo_frame(renderer, frame, near, settings, plan.layout, plan.options, plan.padding,
+                                      picture, window, neighbours)  # fmt: skip
                 encoder.write(packed, owned=True)
                 progress.advance(1)
 
 
 def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str,
-                 options: dict, padding: tuple[int, int] = (0, 0),
-                 picture: Area | None = None, window: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:  # fmt: skip
+                 options: dict, padding: tuple[int, int] = (0, 0), picture: Area | None = None,
+                 window: tuple[float, float] = (0.0, 0.0),
+                 neighbours: Neighbours | None = None) -> np.ndarray:  # fmt: skip
     """One output frame: the views of ``frame`` (``stereo_views``) packed in ``layout``, then ``padding`` (columns,
     rows) repeating the last column and row. A layout that keeps both views whole has them rendered straight into
     the packed frame (no copy of 2 x 6 MB per 1080p frame)."""
@@ -330,11 +439,14 @@ def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo
     pad_w, pad_h = padding
     height, width = frame.shape[:2]
     if chosen.eyes is None:
-        packed = chosen.pack(*stereo_views(renderer, frame, near, stereo, picture, window), **options)
+        packed = chosen.pack(*stereo_views(renderer, frame, near, stereo, picture, window, neighbours=neighbours),
+                             **options)  # fmt: skip
         return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     out_w, out_h = chosen.size(width, height, **options)
     packed = np.empty((out_h + pad_h, out_w + pad_w, frame.shape[2]), frame.dtype)
-    stereo_views(renderer, frame, near, stereo, picture, window, out=chosen.eyes(packed, width, height))
+    stereo_views(
+        renderer, frame, near, stereo, picture, window, out=chosen.eyes(packed, width, height), neighbours=neighbours
+    )
     packed[:, out_w:] = packed[:, out_w - 1 : out_w]
     packed[out_h:] = packed[out_h - 1 : out_h]
     return packed
@@ -342,7 +454,8 @@ def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo
 
 def stereo_views(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings,
                  picture: Area | None = None, window: tuple[float, float] = (0.0, 0.0),
-                 out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                 out: tuple[np.ndarray, np.ndarray] | None = None,
+                 neighbours: Neighbours | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The left and right views of ``frame`` (into ``out``, two arrays of its shape, or new ones; without ``out``
     an eye kept as the original may be ``frame`` itself), in three steps: the views of the picture (the whole frame,
     or the ``picture`` area that ``near`` covers inside bars that are kept, rendered from its area of ``frame`` into
@@ -350,14 +463,14 @@ def stereo_views(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo
     the right view's right edge: ``window.apply_floating_window``); then the frame's bars pasted around the
     picture as they are."""
     if picture is None:
-        views = renderer.render_stereo(frame, near, stereo, out=out)
+        views = renderer.render_stereo(frame, near, stereo, out=out, neighbours=neighbours)
         if any(window):
             views = tuple(view.copy() if view is frame else view for view in views)  # the frame is not masked
             apply_floating_window(*views, *window)
         return views
     eyes = out if out is not None else (np.empty_like(frame), np.empty_like(frame))
     inner = (picture.cut(eyes[0]), picture.cut(eyes[1]))
-    renderer.render_stereo(picture.cut(frame), near, stereo, out=inner)
+    renderer.render_stereo(picture.cut(frame), near, stereo, out=inner, neighbours=neighbours)
     if any(window):
         apply_floating_window(*inner, *window)
     for eye in eyes:

@@ -45,6 +45,7 @@ PEAK_SHARE = 0.002
 SUBJECT_LEVEL = 0.5
 EASE_S = 0.5  # sigma of the Gaussian that eases the subject's depth within a shot
 FRONT_PERCENTILE = 99.0  # the near value that stands for a frame's nearest content (1 % may come closer)
+REDUCED_WIDTH = 160  # near maps are judged at this width (or less): the subject is not a matter of pixels
 MAX_STEP = 0.01  # the most the front floor moves per frame (near units: 0.02 % of the width at 2 % divergence)
 
 
@@ -86,6 +87,16 @@ def front_near(near: np.ndarray) -> float:
     values = np.asarray(near, dtype=np.float32)
     values = values[np.isfinite(values)]
     return float(np.percentile(values, FRONT_PERCENTILE)) if values.size else 0.0
+
+
+def frame_plane(near: np.ndarray, divergence_pct: float, front_limit_pct: float = FRONT_LIMIT_PCT) -> float:
+    """The zero plane of one frame alone (no shot to ease over): on its subject, above its front floor."""
+    near = np.asarray(near, np.float32)
+    if near.shape[1] > REDUCED_WIDTH:
+        height = max(1, round(near.shape[0] * REDUCED_WIDTH / near.shape[1]))
+        near = cv2.resize(np.nan_to_num(near, nan=0.0), (REDUCED_WIDTH, height), interpolation=cv2.INTER_AREA)
+    floor = front_near(near) - (front_limit_pct / divergence_pct if divergence_pct > 0 else np.inf)
+    return float(np.clip(max(subject_near(near), floor), 0.0, 1.0))
 
 
 def shots_of(changes: np.ndarray, threshold: float = SHOT_CUT) -> np.ndarray:

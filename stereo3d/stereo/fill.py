@@ -122,8 +122,8 @@ class FrameWindow:
     ``MOTION_WIDTH`` wide). Where the flow over the farther half of the frame (by its near map: mostly scenery
     moving with the camera) has a median under ``STILL_PX``, the camera stood still and the flow is taken as zero
     (the flow of a still picture is noise), and so where most of that half hardly changed (the median change under
-    ``STILL_GREY``: noise and grain; a subject moving across it changes only part of it). A picture change above ``CUT_CHANGE`` between two frames is a cut: no
-    frame across it is a neighbour.
+    ``STILL_GREY``: noise and grain; a subject moving across it changes only part of it). A picture change above
+    ``CUT_CHANGE`` between two frames is a cut: no frame across it is a neighbour.
 
     Every decision depends only on the frames within ``reach``, so a segment that starts its window ``reach``
     frames early (and reads ``reach`` frames past its end) renders the very pixels of a whole-video job."""
@@ -176,11 +176,12 @@ class FrameWindow:
         pairs = [self._flows[i] for i in range(first, index + reach[1])]
         grey = current[3]
         flows = np.stack(pairs) if pairs else np.zeros((0, *grey.shape, 2), np.float32)
-        frame = current[1]
+        frame, near = current[1], current[2]
+        frames = [slots[index + k][1] for k in chosen]
         return Neighbours(
-            current_near=current[2],
-            frames=np.stack([slots[index + k][1] for k in chosen]) if chosen else np.empty((0, *frame.shape), frame.dtype),
-            nears=np.stack([slots[index + k][2] for k in chosen]) if chosen else np.empty((0, *current[2].shape), np.float32),
+            current_near=near,
+            frames=np.stack(frames) if chosen else np.empty((0, *frame.shape), frame.dtype),
+            nears=np.stack([slots[index + k][2] for k in chosen]) if chosen else np.empty((0, *near.shape), np.float32),
             steps=np.array(chosen, np.int64),
             flows=flows,
             first_flow=-reach[-1],

@@ -57,7 +57,9 @@ class StereoSettings:
     schema entry gives its default, its name its place in the render's params and cache key)."""
 
     divergence_pct: float = default("render.divergence_pct")  # maximum parallax between the eyes, % of the width
-    convergence: float = default("render.convergence")  # 0 = everything behind the screen ... 1 = all in front
+    # 0 = everything behind the screen ... 1 = all in front; "auto": per frame, on the subject (a plan over the video,
+    # stereo3d.stereo.convergence, gives each frame's number: ``at_plane``; a frame alone: ``for_frame``)
+    convergence: float | str = default("render.convergence")
     edge_dilate_px: int = default("render.edge_dilate_px")  # grow foreground so its edges carry full parallax
     ipd_offset_pct: float = default("render.ipd_offset_pct")  # uniform separation, % of width (+ = further back)
     border_taper_pct: float = default("render.border_taper_pct")  # parallax fades to 0 over this % at the border
@@ -72,6 +74,7 @@ class StereoSettings:
     # background beside them; "background" only from the background beside them (stereo3d.stereo.fill)
     fill: str = default("render.fill")
     fill_frames: int = default("render.fill_frames")  # frames before and after that a disocclusion may be filled from
+    front_limit_pct: float = default("render.front_limit_pct")  # auto: the most content comes in front, % width
 
     def __post_init__(self):
         if self.original_eye not in EYES:
@@ -81,13 +84,34 @@ class StereoSettings:
                              f"not {self.floating_window!r}")  # fmt: skip
         if not 0.0 <= self.border_taper_pct <= 50.0:
             raise ValueError(f"border_taper_pct must lie in 0..50, not {self.border_taper_pct}")
+        if self.convergence != "auto" and not (
+            isinstance(self.convergence, (int, float)) and 0 <= self.convergence <= 1
+        ):
+            raise ValueError(f"convergence must be auto or a number in 0..1, not {self.convergence!r}")
         if self.depth_upsample not in DEPTH_UPSAMPLES:
             raise ValueError(f"depth_upsample must be one of {', '.join(DEPTH_UPSAMPLES)}, not {self.depth_upsample!r}")
         if self.fill not in FILLS:
             raise ValueError(f"fill must be one of {', '.join(FILLS)}, not {self.fill!r}")
 
     def zero_plane(self) -> float:
-        return 1.0 - self.convergence
+        """The near value at the screen (``1 - convergence``); ``convergence: auto`` has none of its own."""
+        if self.convergence == "auto":
+            raise ValueError("convergence auto has no single zero plane: take a plan's (at_plane) or a frame's "
+                             "(for_frame)")  # fmt: skip
+        return 1.0 - float(self.convergence)
+
+    def at_plane(self, zero_plane: float) -> StereoSettings:
+        """These settings with the screen at near value ``zero_plane`` (a convergence plan's frame)."""
+        return replace(self, convergence=1.0 - float(zero_plane))
+
+    def for_frame(self, near: np.ndarray) -> StereoSettings:
+        """These settings for one frame with ``near`` map: unchanged for a numeric convergence; under ``auto``, the
+        screen on that frame's subject alone (no easing: where no plan of the video is at hand)."""
+        if self.convergence != "auto":
+            return self
+        from stereo3d.stereo import convergence
+
+        return self.at_plane(convergence.frame_plane(near, self.divergence_pct, self.front_limit_pct))
 
     def inside(self, width: int, picture_width: int) -> StereoSettings:
         """The settings that give a picture ``picture_width`` wide, shown inside a frame ``width`` wide (baked-in
@@ -279,6 +303,7 @@ class Renderer:
         from the background beside them)."""
         height, width = frame.shape[:2]
         # Each eye takes half the parallax, in opposite directions; a lone rendered eye takes all of it.
+        settings = settings.for_frame(near)
         share = 0.5 if settings.original_eye == "none" else 1.0
         if settings.fill != "temporal":
             neighbours = None

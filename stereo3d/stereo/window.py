@@ -100,10 +100,11 @@ def smooth_widths(need: np.ndarray, fps: float) -> np.ndarray:
 
 
 def window_widths(stores: Sequence[str | Path], first: int, count: int, width: int, settings: StereoSettings,
-                  fps: float) -> np.ndarray:  # fmt: skip
+                  fps: float, plane_at=None) -> np.ndarray:  # fmt: skip
     """The window widths (px, [count, 2]: left edge, right edge) of frames ``first`` .. ``first + count``, from
     the near-map ``stores`` that hold them and the frames within reach around them (each store's ``start``
-    attribute places it). Frames no store holds (before the video's start, after its end) need no window."""
+    attribute places it). Frames no store holds (before the video's start, after its end) need no window.
+    ``plane_at``: video frame -> its planned zero plane (``convergence: auto``; see ``frame_settings``)."""
     from stereo3d.io.mapstore import MapReader
 
     release, attack = reach_frames(fps)
@@ -118,9 +119,18 @@ def window_widths(stores: Sequence[str | Path], first: int, count: int, width: i
             for block in range(a, b, reader.chunk):  # a block at a time: a whole-film store does not fit in memory
                 count_here = min(reader.chunk, b - block)
                 maps = reader.read(block - start, count_here)
-                edges = np.array([edge_parallax(near, width, settings) for near in maps]).reshape(-1, 2)
+                edges = np.array([edge_parallax(near, width, frame_settings(settings, near, plane_at, block + k))
+                                  for k, near in enumerate(maps)]).reshape(-1, 2)  # fmt: skip
                 need[block - lo : block - lo + count_here] = violation_need(edges, width)
     return smooth_widths(need, fps)[release : release + count]
+
+
+def frame_settings(settings: StereoSettings, near: np.ndarray, plane_at, index: int) -> StereoSettings:
+    """The settings of video frame ``index``: with a convergence plan (``plane_at``: frame -> zero plane), the
+    screen where it puts it; without one, ``auto`` on the frame alone (``StereoSettings.for_frame``)."""
+    if plane_at is not None:
+        return settings.at_plane(plane_at(index))
+    return settings.for_frame(near)
 
 
 def apply_floating_window(left: np.ndarray, right: np.ndarray, left_px: float, right_px: float) -> None:

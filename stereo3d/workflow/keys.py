@@ -28,6 +28,7 @@ DEPTH_KEY = re.compile(
 )
 NEAR_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
 RENDER_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
+CONVERGENCE_KEY = r"[0-9a-f]{8}"
 
 
 def depth_key(
@@ -90,6 +91,16 @@ def near_key(settings: dict) -> str:
 def render_key(settings: RenderSettings) -> str:
     """``full_sbs-1a2b3c4d``: the layout and the hash of the render's params."""
     return keyed(settings.layout, settings.params())
+
+
+def convergence_params(stereo) -> dict[str, Any]:
+    """The render settings a convergence plan (``render.convergence: auto``) is made with, by their dotted names."""
+    return {"render.divergence_pct": stereo.divergence_pct, "render.front_limit_pct": stereo.front_limit_pct}
+
+
+def convergence_key(stereo) -> str:
+    """The hash that names a video's convergence plan under its near maps."""
+    return settings_hash(convergence_params(stereo))
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

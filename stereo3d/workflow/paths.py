@@ -21,6 +21,8 @@ class Paths:
         self.depth = f"{work}/{{video}}/depth/{{dkey}}/{{seg}}.zarr"  # map stores: Zarr v3 folders
         self.near_plan = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/plan.npz"
         self.near_maps = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/{{seg}}.zarr"
+        # render.convergence auto: each frame's screen plane ({ckey}: the render settings it is planned with)
+        self.convergence_plan = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/convergence-{{ckey}}.npz"
         self.render = f"{work}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mkv"
         self.result = f"{self.results}/{{video}}/{{video}}{{tag}}.{{ext}}"
         # The preview (target `preview`): per clip ({seg}: the clip's frame range), and the settings grid.

@@ -17,12 +17,13 @@ from stereo3d.models.validation import validation_path
 from stereo3d.stabilisers import Stabiliser
 from stereo3d.stages.render import RenderSettings
 from stereo3d.stereo.window import reach_frames
+from stereo3d.workflow import keys
 from stereo3d.workflow.library import Library
 from stereo3d.workflow.paths import Paths, fill, segment_name
 from stereo3d.workflow.preflight import check_weights
 from stereo3d.workflow.videos import VideoSettings, VideoShape
 
-QC_FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png")
+QC_FIGURES = ("contact_sheet.png", "flicker.png", "parallax.png", "convergence.png")
 QC_TABLES = ("exports.html", "videos.html", "benchmarks.html")
 
 
@@ -86,15 +87,27 @@ class Targets:
         return [self.paths.model(name) for name in self.settings[video].near_models()]
 
     def window_segments(self, video: str, seg: str, segments: list[tuple[int, int]], fps: float) -> list[str]:
-        """The other segments (names) whose near maps lie within the floating window's reach of segment ``seg`` of
-        ``segments`` (none unless ``render.floating_window: auto``): its widths are planned from the frames around
-        it, so a render waits for its neighbours alone, not for every near map of the video."""
-        if self.render_settings(video).stereo.floating_window != "auto":
+        """The other segments (names) whose near maps lie within reach of segment ``seg`` of ``segments``: the
+        floating window's (``render.floating_window: auto``: its widths are planned from the frames around it) and
+        the fill's (``render.fill: temporal``: the frames around fill the holes), so a render waits for its
+        neighbours alone, not for every near map of the video."""
+        stereo = self.render_settings(video).stereo
+        release, attack = reach_frames(fps) if stereo.floating_window == "auto" else (0, 0)
+        if stereo.fill == "temporal":
+            release, attack = max(release, stereo.fill_frames), max(attack, stereo.fill_frames)
+        if not (release or attack):
             return []
-        release, attack = reach_frames(fps)
         first, end = (int(frame) for frame in seg.split("-"))
         return [segment_name(start, count) for start, count in segments
                 if start != first and start < end + attack and start + count > first - release]  # fmt: skip
+
+    def convergence_plan(self, video: str, dkey: str, nkey: str) -> list[str]:
+        """The video's convergence plan under these keys (``render.convergence: auto``; else none)."""
+        stereo = self.render_settings(video).stereo
+        if stereo.convergence != "auto":
+            return []
+        ckey = keys.convergence_key(stereo)
+        return [fill(self.paths.convergence_plan, video=video, dkey=dkey, nkey=nkey, ckey=ckey)]
 
     def prune_keys(self, shape_on_disk: Callable[[str], VideoShape | None]) -> dict[str, dict | None]:
         """Each video of the library with its current keys (what ``prune`` keeps), from the probes on disk

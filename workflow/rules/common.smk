@@ -104,6 +104,7 @@ wildcard_constraints:
     tier=r"[0-9]+x[0-9]+",
     seg=r"[0-9]{8}-[0-9]{8}",
     rkey=keys.RENDER_KEY,
+    ckey=keys.CONVERGENCE_KEY,
     tag="|".join(LAYOUT_TAGS.values()),
     ext="mp4|mkv",
 

@@ -93,6 +93,26 @@ def get_window_near(wildcards):
     ]
 
 
+def get_near_segments(wildcards):
+    """Every near-map segment of the video in frame order (the requested keys)."""
+    w = wildcards
+    return segment_paths(P.near_maps, w.video, dkey=w.dkey, nkey=w.nkey)
+
+
+def get_convergence_plan(wildcards):
+    """The video's convergence plan (render.convergence auto; else nothing)."""
+    return T.convergence_plan(wildcards.video, wildcards.dkey, wildcards.nkey)
+
+
+def get_convergence_params(wildcards):
+    return keys.convergence_params(T.render_settings(wildcards.video).stereo)
+
+
+def get_qc_convergence_plan(wildcards):
+    v = wildcards.video
+    return T.convergence_plan(v, T.depth_key(v), T.near_key(v))
+
+
 def get_render_segments(wildcards):
     v = wildcards.video
     k = dict(dkey=T.depth_key(v), nkey=T.near_key(v), rkey=T.render_key(v))

@@ -9,6 +9,7 @@ rule qc_video:
         frames=rules.probe.output.frames,
         depth=get_depth_segments,
         near=get_qc_near,
+        convergence_plan=get_qc_convergence_plan,
     output:
         contact_sheet=report(
             fill(P.qc_video, video="{video}", name="contact_sheet.png"),
@@ -30,6 +31,13 @@ rule qc_video:
             category="Videos",
             subcategory="{video}",
             labels={"video": "{video}", "figure": "parallax and comfort"},
+        ),
+        convergence=report(
+            fill(P.qc_video, video="{video}", name="convergence.png"),
+            caption="../report/convergence.rst",
+            category="Videos",
+            subcategory="{video}",
+            labels={"video": "{video}", "figure": "screen plane"},
         ),
         stats=fill(P.qc_video, video="{video}", name="stats.json"),
     log:

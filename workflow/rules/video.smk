@@ -64,6 +64,27 @@ rule near_plan:
         "../../scripts/near_plan.py"
 
 
+# The screen plane of every frame (render.convergence: auto): each shot's subject, eased, reset at cuts.
+rule convergence_plan:
+    input:
+        near=get_near_segments,
+        depth=get_depth_segments,
+        probe=rules.probe.output.json,
+    output:
+        plan=P.convergence_plan,
+    log:
+        P.log("convergence_plan", "{video}/{dkey}/{nkey}/{ckey}"),
+    benchmark:
+        P.benchmark("convergence_plan", "{video}/{dkey}/{nkey}/{ckey}")
+    conda:
+        "../../envs/runtime.yaml"
+    params:
+        # {dotted key: value}: the render settings the plan is made with (keys.convergence_params)
+        render=get_convergence_params,
+    script:
+        "../../scripts/convergence_plan.py"
+
+
 # Near maps (larger = nearer) of one segment, stabilised over time as configured.
 rule near_maps:
     input:
@@ -101,8 +122,10 @@ rule render:
         probe=rules.probe.output.json,
         frames=rules.probe.output.frames,
         near=P.near_maps,
-        # render.floating_window auto: the neighbouring segments' near maps within its reach
+        # render.floating_window auto, render.fill temporal: the neighbouring segments' near maps within reach
         window_near=get_window_near,
+        # render.convergence auto: the video's screen plane per frame
+        convergence_plan=get_convergence_plan,
     output:
         video=P.render if config["segments"]["keep_encoded"] else temp(P.render),
     log:
