@@ -61,6 +61,10 @@ FIGURES = (
     Figure("P15", "DA3 fps at the 16:9 tier / at the square (518)", "tiers", "run"),
     Figure("P16", "depth stage fps, providers auto + precision fast / plain CPU provider", "accel", "run",
            da3=_TIER, nvds=_SPLIT),
+    Figure("Q1", "visible PSNR, renderer - nearest-pixel warp (dB, ground truth)", "viewing", "figures"),
+    Figure("Q2", "hole PSNR, renderer's fill - Telea on the same holes (dB)", "viewing", "figures"),
+    Figure("Q3", "hole flicker, renderer's fill / Telea's", "viewing", "figures"),
+    Figure("Q4", "subject parallax after easing, convergence auto (% of width)", "convergence", "figure"),
 )
 # fmt: on
 BY_NAME = {figure.name: figure for figure in FIGURES}

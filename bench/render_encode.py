@@ -25,25 +25,36 @@ from stereo3d.stereo.warp import Renderer, StereoSettings
 
 
 def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int = 518) -> dict:
-    """Frames/s of the render stage's full SBS frames (``stereo_frame``), of libx264 veryfast on them, and the
-    ratio."""
+    """Frames/s of the render stage's full SBS frames (``stereo_frame``, the frames walked with their neighbours
+    as the render job walks them: the temporal fill's optical flow and candidates included), of libx264 veryfast
+    on them, and the ratio."""
     # Here: they import PyAV, which scene() (gpu_check's first stage, before PyAV is carried) needs not.
     from stereo3d.io.encode import VideoEncoder, VideoStream
     from stereo3d.stages.render import stereo_frame
 
+    from stereo3d.stereo.fill import windowed
+
     sources, nears = scene(frames, width, height, near_side)
-    settings = StereoSettings()
+    # The defaults, the screen plane as a convergence plan gives it (a number per frame: auto's planning is a job of
+    # its own), the holes filled from the frames around as the render job walks the video.
+    settings = StereoSettings().at_plane(0.75)
+    reach = settings.fill_frames if settings.fill == "temporal" else 0
+
+    def walk():
+        return windowed(((i, f, n) for i, (f, n) in enumerate(zip(sources, nears))), reach, 0, frames)
+
     # As the render job sets its threads (every CPU here).
     with Renderer(threads=len(os.sched_getaffinity(0))) as renderer:
-        for frame, near in zip(sources[:2], nears[:2]):  # warm-up: compiled code, workspaces, thread pool
-            stereo_frame(renderer, frame, near, settings, "full_sbs", {})
+        for _, frame, near, neighbours in list(walk())[:2]:  # warm-up: compiled code, workspaces, thread pool
+            stereo_frame(renderer, frame, near, settings, "full_sbs", {}, neighbours=neighbours)
         # Timed as the render stage runs: each frame is handed on and dropped, so its memory is recycled (keeping
         # every frame for the encoder would add the page faults of fresh memory, 12 MB a frame, to the renderer).
         start = time.perf_counter()
-        for frame, near in zip(sources, nears):
-            stereo_frame(renderer, frame, near, settings, "full_sbs", {})
+        for _, frame, near, neighbours in walk():
+            stereo_frame(renderer, frame, near, settings, "full_sbs", {}, neighbours=neighbours)
         render_s = time.perf_counter() - start
-        packed = [stereo_frame(renderer, frame, near, settings, "full_sbs", {}) for frame, near in zip(sources, nears)]
+        packed = [stereo_frame(renderer, frame, near, settings, "full_sbs", {}, neighbours=neighbours)
+                  for _, frame, near, neighbours in walk()]  # fmt: skip
 
     with tempfile.TemporaryDirectory(prefix="bench-render-encode-") as tmp:
         start = time.perf_counter()

@@ -59,7 +59,14 @@ def test_an_anamorphic_source_runs_through_the_tier_of_its_display_shape(library
 def test_the_square_fit_and_back_move_only_depth_onward(library):
     write_config(library, report={"qc": False}, da3={"fit": "letterbox"})
     jobs = planned_jobs(library)
-    assert jobs == {"depth": 3, "near_plan": 3, "near_maps": 3, "render": 3, "join": 3}  # the export is there
+    assert jobs == {
+        "depth": 3,
+        "near_plan": 3,
+        "near_maps": 3,
+        "convergence_plan": 3,
+        "render": 3,
+        "join": 3,
+    }  # the export is there
     write_config(library, report={"qc": False}, da3={"fit": "aspect", "aspect_tiers": ["16:9", "9:16", "1:1"]})
     assert planned_jobs(library) == {}  # the same tiers for these clips: nothing moves
     write_config(library, report={"qc": False})

@@ -161,7 +161,7 @@ def test_a_layout_that_packs_copies_gets_the_same_eyes():
 def test_kept_bars_leave_the_parallax_percent_of_the_frame_width():
     from stereo3d.stereo.warp import Parallax, StereoSettings
 
-    stereo = StereoSettings(divergence_pct=3.0, ipd_offset_pct=1.0, border_taper_pct=5.0)
+    stereo = StereoSettings(divergence_pct=3.0, convergence=0.25, ipd_offset_pct=1.0, border_taper_pct=5.0)
     inside = Parallax.of(stereo.inside(W, PILLARBOX.width), PILLARBOX.width)
     outside = Parallax.of(stereo, W)
     assert inside.divergence_px == pytest.approx(outside.divergence_px)

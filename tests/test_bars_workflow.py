@@ -104,7 +104,8 @@ def test_the_bars_setting_reruns_the_render_and_crop_gives_the_picture_alone(lib
     write_config(
         library, **LOSSLESS, render={**NO_WINDOW, "bars": "ignore"}
     )  # all picture: depth from the frame, 16:9 tier
-    assert planned_jobs(library) == {"depth": 1, "near_plan": 1, "near_maps": 1, "render": 1, "join": 1,
+    assert planned_jobs(library) == {"depth": 1, "near_plan": 1, "near_maps": 1, "convergence_plan": 1, "render": 1,
+                                     "join": 1,
                                      "qc_video": 1, "qc_library": 1, "qc_exports": 1}  # fmt: skip
     write_config(library, **LOSSLESS, render={**NO_WINDOW, "bars": "crop"})
     assert planned_jobs(library) == {"render": 1, "join": 1, "qc_library": 1}

@@ -95,7 +95,7 @@ def test_nvds_graphs_from_a_sheet_row_runs_the_monolith_for_that_video_only(libr
     (workdir / "videos.tsv").write_text("video\tstabilise.nvds_graphs\nmoving.mp4\tmonolith\n")
     configure(workdir, segments={"frames": 0}, library={"sheet": "videos.tsv"})
     plan = planned_jobs(workdir)
-    assert plan == {"export_nvds_monolith": 1, "near_maps": 1, "render": 1, "join": 1}
+    assert plan == {"export_nvds_monolith": 1, "near_maps": 1, "convergence_plan": 1, "render": 1, "join": 1}
     snakemake(workdir)
     logs = {p.parts[-4]: p.read_text() for p in (workdir / "logs/near_maps").glob("*/*/*/*.log")}
     for video, text in logs.items():  # each NVDS graph's session names its device and provider

@@ -25,7 +25,7 @@ DKEY = "da3_small_140x84_u8_letterbox"
 # computes one 32-frame chunk of its segment, less than the segment, so it can leave the rest to the full run.
 SETTINGS = dict(
     segments={"frames": 40},
-    preview={"clips": 3, "seconds": 0.5, "grid": {"divergence_pct": [2.0, 3.0], "convergence": [0.0, 0.25, 0.5]}},
+    preview={"clips": 3, "seconds": 0.5, "grid": {"divergence_pct": [2.0, 3.0], "convergence": ["auto", 0.25, 0.5]}},
     report={"qc": False},
     runtime={"providers": "auto"},  # the default: each job that runs a model takes a device lease and logs it
 )
@@ -139,7 +139,7 @@ def test_the_grid_shows_the_still_at_each_divergence_and_convergence_and_frames_
     workdir, _ = library
     grid = SETTINGS["preview"]["grid"]
     current = stereo_defaults()
-    assert (current.divergence_pct, current.convergence) == (2.0, 0.25)  # the grid's first row, second column
+    assert (current.divergence_pct, current.convergence) == (2.0, "auto")  # the grid's first row, first column
     for video, frames in FRAMES.items():
         (path,) = (workdir / "work" / video / "preview" / "grid").rglob("grid.png")
         image = cv2.imread(str(path))
@@ -163,7 +163,7 @@ def test_the_grid_shows_the_still_at_each_divergence_and_convergence_and_frames_
                 where = f"{video} {divergence} {convergence}"
                 np.testing.assert_array_equal(framed[2:-2, 2:-2], expected, err_msg=where)
                 border = np.concatenate([framed[:2].reshape(-1, 3), framed[-2:].reshape(-1, 3)])
-                colour = CURRENT_COLOUR if (divergence, convergence) == (2.0, 0.25) else (255, 255, 255)
+                colour = CURRENT_COLOUR if (divergence, convergence) == (2.0, "auto") else (255, 255, 255)
                 assert (border == colour).all(), (video, divergence, convergence)
 
 

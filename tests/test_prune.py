@@ -31,7 +31,7 @@ def test_prune_keeps_the_current_settings_and_drops_the_rest(tmp_path_factory):
     (current_near,) = (workdir / "work/clip/near" / current_depth[0].split("/")[0]).iterdir()
     current_near.rename(current_near.with_name("ema-00000000"))
     as_an_old_version_made_it(workdir, current_near.name, "ema-00000000")
-    assert planned_jobs(workdir) == {"near_plan": 1, "near_maps": 2, "render": 2, "join": 1}
+    assert planned_jobs(workdir) == {"near_plan": 1, "near_maps": 2, "convergence_plan": 1, "render": 2, "join": 1}
     snakemake(workdir)
     assert planned_jobs(workdir) == {}
     result = (workdir / "results/clip/clip_LRF_Full_SBS.mp4").read_bytes()

@@ -24,7 +24,8 @@ SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
 QC = {"qc_video", "qc_library"}
 ENCODE = {"render", "join", "qc_library"}  # the result changes; the QC figures do not
 RENDER = ENCODE | {"qc_video"}
-NEAR = RENDER | {"near_maps", "near_plan"}
+PLAN = {"convergence_plan"}  # render.convergence auto (the default): the screen plane, planned from the near maps
+NEAR = RENDER | PLAN | {"near_maps", "near_plan"}
 DEPTH = NEAR | {"depth"}
 EXPORT = DEPTH | {"export_da3", "qc_exports"}
 NOTHING: set[str] = set()
@@ -70,8 +71,9 @@ EMA_LIBRARY = {
     "stabilise.nvds_tier": ("256x128", NOTHING),  # a setting of another method
     "stabilise.nvds_graphs": ("monolith", NOTHING),
     "render.layout": ("half_sbs", ENCODE),
-    "render.divergence_pct": (3.0, RENDER),
-    "render.convergence": (0.5, RENDER),
+    "render.divergence_pct": (3.0, RENDER | PLAN),  # the plan keeps the front limit at this divergence
+    "render.convergence": (0.5, RENDER),  # a number needs no plan
+    "render.front_limit_pct": (2.0, RENDER | PLAN),
     "render.edge_dilate_px": (3, RENDER),
     "render.ipd_offset_pct": (1.0, RENDER),
     "render.border_taper_pct": (5.0, RENDER),
@@ -127,10 +129,11 @@ def another_value(dotted: str):
 # A field of the renderer's settings (a render key) reruns the render and the QC figures drawn with it: one that has
 # no row of its own above gets this one, so a new render setting needs no row here.
 for _field in fields(StereoSettings):
-    EMA_LIBRARY.setdefault(f"render.{_field.name}", (another_value(f"render.{_field.name}"), RENDER))
+    if f"render.{_field.name}" not in EMA_LIBRARY:
+        EMA_LIBRARY[f"render.{_field.name}"] = (another_value(f"render.{_field.name}"), RENDER)
 
 # The same library stabilised by NVDS (tiny architecture): its own settings rerun it, the EMA's do not.
-NVDS_NEAR = RENDER | {"near_maps", "qc_exports"}
+NVDS_NEAR = RENDER | PLAN | {"near_maps", "qc_exports"}
 NVDS_LIBRARY = {
     "stabilise.nvds_tier": ("64x64", NVDS_NEAR | {"export_nvds_split"}),
     "stabilise.nvds_graphs": ("monolith", NVDS_NEAR | {"export_nvds_monolith"}),

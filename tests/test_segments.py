@@ -158,9 +158,15 @@ def test_reruns_schedule_exactly_the_stages_a_setting_touches(segmented):
     # What each setting reruns, key by key, is tests/test_reruns.py; here: the counts per segment, a setting
     # switched back, and sheet rows.
     configure(tmp_path, render={"divergence_pct": 3.0})
-    assert planned_jobs(tmp_path) == {"render": segs, "join": 2}
+    assert planned_jobs(tmp_path) == {"convergence_plan": 2, "render": segs, "join": 2}
     configure(tmp_path, stabilise={"ema_alpha": 0.3})
-    assert planned_jobs(tmp_path) == {"near_plan": 2, "near_maps": segs, "render": segs, "join": 2}
+    assert planned_jobs(tmp_path) == {
+        "near_plan": 2,
+        "near_maps": segs,
+        "convergence_plan": 2,
+        "render": segs,
+        "join": 2,
+    }
 
     # A setting switched back finds its old near maps: no model job; the encoded videos went once joined (temp).
     configure(tmp_path, render={"divergence_pct": 3.0})
@@ -175,4 +181,4 @@ def test_reruns_schedule_exactly_the_stages_a_setting_touches(segmented):
     assert planned_jobs(tmp_path) == {"render": 3, "join": 1}
     (tmp_path / "videos.tsv").write_text("video\trender.layout\tstabilise.method\n"
                                          "long.mp4\thalf_sbs\t\nshort\t\tframe\n")  # fmt: skip
-    assert planned_jobs(tmp_path) == {"render": segs, "near_maps": 2, "join": 2}
+    assert planned_jobs(tmp_path) == {"render": segs, "near_maps": 2, "convergence_plan": 1, "join": 2}

@@ -135,5 +135,13 @@ def test_nvds_stabilisation_runs_in_the_workflow(tmp_path_factory):
         assert maps.attrs["method"] == "nvds" and len(maps) == 6
     # Switching back to EMA needs no NVDS job and no depth job: only near maps onward.
     write_config(workdir, stabilise={"method": "ema"}, export=NVDS_EXPORT)
-    near_on = {"near_plan": 1, "near_maps": 1, "render": 1, "join": 1, "qc_video": 1, "qc_library": 1}
+    near_on = {
+        "near_plan": 1,
+        "near_maps": 1,
+        "convergence_plan": 1,
+        "render": 1,
+        "join": 1,
+        "qc_video": 1,
+        "qc_library": 1,
+    }
     assert planned_jobs(workdir) == {**near_on, "qc_exports": 1}  # the NVDS models leave the exports table
