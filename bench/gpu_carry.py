@@ -1,6 +1,7 @@
 """What a GPU lease machine lacks, packed into parts that each travel with one call of the lease (64 MiB a call).
 
     python -m bench.gpu_carry [--python 312] [--arch 90]      (here, with the registry reachable; minutes, once)
+    python -m bench.gpu_carry --missing N      (the modules the lease lacks before part N+1: for a rehearsal here)
 
 The lease machine (an NVIDIA H200 image: python3 3.12 with torch + CUDA 13, CuPy, numba-cuda, opencv, onnx, a
 CPU-only onnxruntime; no registry) gets what the workflow needs beyond that as wheels, downloaded here for its
@@ -20,7 +21,8 @@ Parts (sizes for cp312, 2026-12: ``python -m bench.gpu_carry`` prints them):
    not on the image, too large to carry), so TensorRT is reported as unavailable there. Plus the pure-Python
    packages the exports need (DA3's model code, omegaconf, addict). 58.3 MiB.
 2. Media and storage: PyAV, imageio-ffmpeg 0.6.0 (its ffmpeg binary; 0.8 is twice the size), zarr with
-   numcodecs, donfig, google-crc32c, and jsonschema with its deps. 47.9 MiB.
+   numcodecs, donfig, google-crc32c, jsonschema with its deps, and filelock (the image has one, of a version
+   not known here; the map store's lock needs 3.30). 48 MiB.
 3. Snakemake 9 and the packages of its that the image lacks (pulp, sqlmodel, pydantic, gitpython, ...). 17.6 MiB.
 
 A part larger than a call's share (64 MiB less the working tree) is cut into pieces ``<N>.1``, ``<N>.2``, ...
@@ -60,7 +62,7 @@ ORT = "onnxruntime-gpu==1.31.1"
 PARTS: dict[str, list[str]] = {
     "1": [ORT, "depth-anything-3", "omegaconf", "addict"],
     "2": """av imageio-ffmpeg==0.6.0 zarr numcodecs donfig google-crc32c jsonschema jsonschema-specifications
-            referencing rpds-py""".split(),
+            referencing rpds-py filelock""".split(),
     "3": """snakemake snakemake-interface-common snakemake-interface-executor-plugins snakemake-interface-logger-plugins
             snakemake-interface-report-plugins snakemake-interface-scheduler-plugins
             snakemake-interface-storage-plugins conda-inject configargparse connection-pool docutils dpath gitpython
@@ -68,10 +70,56 @@ PARTS: dict[str, list[str]] = {
             smart-open sqlmodel sqlalchemy greenlet pydantic pydantic-core annotated-types typing-inspection tenacity
             throttler yte argparse-dataclass""".split(),
 }
+# The lease image's own Python packages (/work/.library/device/KINDS.md, read 2026-11-17): what is there before any
+# part arrives. A rehearsal here hides every other installed package (``missing``).
+IMAGE = set(
+    """absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
+    certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings
+    cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils
+    execnet filelock flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet
+    httpcore httpx huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax
+    jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning
+    lightning-utilities linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe matplotlib
+    mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind narwhals
+    networkx ninja numba numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc
+    nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver
+    nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink
+    nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript opencv-python-headless opt-einsum
+    opt-einsum-fx optax optimistix orbax-checkpoint packaging pandas pathspec patsy peft pillow pip pluggy
+    portalocker prometheus-client propcache protobuf psutil py-cpuinfo pyarrow pybind11 pygments pyparsing
+    pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout
+    pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu safetensors
+    scikit-build-core scikit-image scikit-learn scipy seaborn sentence-transformers sentencepiece setuptools
+    shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard
+    tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch
+    torch-geometric torchaudio torchdiffeq torchmetrics torchvision tqdm transformers treescope triton typer
+    typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl
+    zipp""".split()
+)
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "manylinux_2_5_x86_64",
              "linux_x86_64"]  # fmt: skip
 FATBIN_MAGIC = 0xBA55ED50
+
+
+def missing(stage: int) -> list[str]:
+    """Top-level modules installed here that the lease lacks once parts 1..``stage`` are installed (0: the bare
+    image): neither on its image nor carried. ``tests/missing/sitecustomize.py`` hides them for a rehearsal of a
+    stage here (``bench/gpu_check.sh --rehearse N``)."""
+    from importlib.metadata import packages_distributions
+
+    def canonical(name: str) -> str:
+        return name.lower().replace("_", "-").replace(".", "-")
+
+    there = {canonical(n) for n in IMAGE}
+    for part in range(1, stage + 1):
+        there |= {canonical(spec.partition("==")[0]) for spec in PARTS.get(str(part), [])}
+    there.add("onnxruntime-gpu")  # its module: the image's CPU build before part 1, the carried GPU build after
+    hidden = set()
+    for module, dists in packages_distributions().items():
+        if module.isidentifier() and not any(canonical(d) in there for d in dists):
+            hidden.add(module)
+    return sorted(hidden - {"stereo3d", "bench", "tests"})
 
 
 def say(message: str) -> None:
@@ -229,12 +277,16 @@ def pack(part: str, wheels: list[Path], out: Path, budget: int, threads: int, py
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--missing", type=int, metavar="N", help="print the modules the lease lacks before part N+1")
     parser.add_argument("--python", default="312", help="the lease's CPython version tag without 'cp' (default 312)")
     parser.add_argument("--arch", type=int, default=90, help="SM architecture of the CUDA kernels kept (90: H200)")
     parser.add_argument("--out", type=Path, default=CACHE / "carry")
     parser.add_argument("--parts", default=",".join(PARTS), help="which parts to make (default all)")
     parser.add_argument("--max-mib", type=float, help="cut parts larger than this (default: a call's share)")
     args = parser.parse_args()
+    if args.missing is not None:
+        print(",".join(missing(args.missing)))
+        return
     python = args.python.removeprefix("cp")
     source = CACHE / "carry-src" / f"cp{python}"
     build = CACHE / "carry-build" / f"cp{python}"

@@ -1,24 +1,32 @@
-"""GPU figures in frames/s, in stages that each fit one call of a GPU lease: DA3 at 518 on CUDA (exact and fast, batch
-1 and 8) and on TensorRT fp16, NVDS split at 512x288, NVENC, the renderer on the GPU against the CPU's, the stages
-in one process, P1/P2 on CUDA, and P9 (a library through the workflow with profiles/gpu, bench/gpu_library.py).
+"""GPU figures in frames/s, and the proof that the NVIDIA path computes what the CPU does, in stages that each fit one
+call of a GPU lease: DA3 at 518 on CUDA (exact against the CPU provider, fast against exact, frames/s at batch 8
+and 1) and on TensorRT fp16, NVDS split at 512x288 (against the CPU, frames/s), the renderer on the GPU (its
+pixels against the CPU renderer's), NVENC, the stages in one process, P1/P2 on CUDA, and P9 (a library through the
+workflow with profiles/gpu, bench/gpu_library.py).
 
     bench/gpu_check.sh --stage N [--out FILE]     (the wrapper: installs the carried wheels, nvidia-smi, then this)
-    python -m bench.gpu_check [--stage N | --only a,b] [--out FILE] [--list]
+    python -m bench.gpu_check [--stage N | --only a,b] [--out FILE] [--list] [--budget-s S]
     python -m bench.gpu_check --cpu-smoke          (exercise every path on a CPU at tiny sizes; figures mean nothing)
+    bench/gpu_check.sh --rehearse N                (stage N's smoke run here, with what the lease lacks then hidden)
 
 Stages (``--list`` prints them; with neither ``--stage`` nor ``--only`` every stage runs, one after another):
 
-1. ``exports`` (every smoke model of the three stages, side by side, with torch on the GPU where it has one), DA3 on
-   CUDA at batch 1 and 8 in both precisions, DA3 in PyTorch fp16 for reference, NVDS split, the renderer on the GPU.
-2. DA3 on TensorRT fp16 at batch 8 then 1 (one engine, profile 1..8; its build is the first run's wall time),
-   NVENC and x264 for reference, the whole pipeline on a 1080p clip, P1/P2 on CUDA.
+1. (5 minutes, with only part 1 carried: no PyAV, zarr or Snakemake yet) ``exports`` of its own models (DA3 518
+   uint8 square, NVDS split 512x288, side by side, torch on the GPU), ``da3_cuda_accuracy`` (exact against the CPU
+   provider within the exports' tolerance, 1e-3 mean relative; fast against exact within 1e-2), DA3 on CUDA at
+   batch 8 in both precisions, ``nvds_split`` (frames/s, and against the CPU within 1e-3), ``render_gpu`` (the
+   renderer on the GPU against the CPU renderer, bit for bit).
+2. ``exports`` of P1/P2's, DA3 at batch 1, PyTorch fp16 for reference, NVENC and x264, the whole pipeline on a
+   1080p clip, P1/P2 on CUDA, DA3 on TensorRT fp16 (one engine, profile 1..8; its build is the first run's wall
+   time).
 3. P9: four 1080p clips through ``snakemake --profile profiles/gpu`` (and with NVENC where the GPU has it).
 
-Each stage's ``exports`` check makes what its checks need and the cache lacks (nothing, on the machine that ran
-stage 1). The results are written after every check (to a temporary file renamed over the target), to
-``$OUT/gpu_results.json`` where ``$OUT`` is set (a lease's folder whose files come back), else
-bench/gpu_results.json; each check's record holds its wall seconds and its log lines. A check that fails is
-recorded with its error, and the others still run.
+Each stage has a time budget (``STAGE_BUDGET_S``, the lease call's timeout less the install and a margin): a check
+that would start with less time left than it needs (its ``reserve_s``) is recorded as skipped for time, so a call
+never ends at its timeout with a check half done. The results are written after every check (to a temporary file
+renamed over the target), to ``$OUT/gpu_results.json`` where ``$OUT`` is set (a lease's folder whose files come
+back), else bench/gpu_results.json; each check's record holds its wall seconds and its log lines. A check that
+fails is recorded with its error, and the others still run.
 
 Every ONNX Runtime session reports the provider it really got, and a figure whose session did not get the provider
 it names is marked ``"provider_ok": false`` and not timed. NVENC is tried with a one-frame test encode first:
@@ -36,6 +44,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +55,26 @@ from bench import common, gpu_library
 PROVIDER_NAMES = {"tensorrt": "TensorrtExecutionProvider", "cuda": "CUDAExecutionProvider",
                   "cpu": "CPUExecutionProvider"}  # fmt: skip
 MAX_BATCH = 8  # the TensorRT profile (batch 1..8): one engine serves both batches measured
+# Seconds each stage's checks may take, from this process's start: the lease call's timeout (bench/README.md: 300,
+# 240 and 180 s, 12 minutes with one machine start inside the lease's 15) less ~30 s for installing the carried
+# part and writing the results.
+STAGE_BUDGET_S = {"1": 270, "2": 210, "3": 150}
+EXACT_TOLERANCE = 1e-3  # mean relative difference: the exports' own validation tolerance (export.fail_rel_mean_err)
+FAST_TOLERANCE = 1e-2  # fast against exact: TF32's 10-bit mantissa (the precision table: ~0.1 %, bench P16)
+_STARTED = time.monotonic()
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: its name (in the JSON), stage, function, the DA3 and NVDS exports it needs, and the seconds it
+    needs at least (started only with that much of the stage's budget left)."""
+
+    name: str
+    stage: str
+    fn: Callable[[], dict]
+    da3: tuple = ()
+    nvds: tuple = ()
+    reserve_s: float = 10
 
 
 class _Lines(logging.Handler):
@@ -68,9 +98,16 @@ def _write(path: Path, results: dict) -> None:
     os.replace(tmp, path)
 
 
-def _safe(name: str, results: dict, out: Path, fn) -> None:
+def _safe(name: str, results: dict, out: Path, fn, reserve_s: float = 0, budget_s: float | None = None) -> None:
     """Run one check; a failure is recorded in the JSON (with its first line) and the others still run. The
-    results are written at once."""
+    results are written at once. With ``budget_s``, a check needing more than the time left is skipped."""
+    left = None if budget_s is None else budget_s - (time.monotonic() - _STARTED)
+    if left is not None and left < reserve_s:
+        results[name] = {"skipped": f"out of time: {left:.0f} s of the stage's {budget_s:.0f} left, {reserve_s:.0f} "
+                         "needed"}  # fmt: skip
+        _write(out, results)
+        common.say(f"gpu_check: {name}: {results[name]['skipped']}")
+        return
     common.say(f"gpu_check: {name}")
     lines = _Lines()
     logging.getLogger().addHandler(lines)
@@ -118,6 +155,32 @@ def da3_fps(provider: str, precision: str, size: int, batch: int, iterations: in
             "frames_timed": iterations * batch}  # fmt: skip
 
 
+def relative(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean relative difference of ``a`` against ``b``: mean |a - b| / mean |b|."""
+    return float(np.abs(a.astype(np.float64) - b).mean() / max(float(np.abs(b).mean()), 1e-12))
+
+
+def da3_accuracy(provider: str, size: int, frames: int = 2) -> dict:
+    """DA3 on ``provider`` against the CPU provider on the same batch: exact within the exports' tolerance, and fast
+    against exact (``EXACT_TOLERANCE``, ``FAST_TOLERANCE``)."""
+    from stereo3d.runtime.sessions import SessionOptions, open_session
+
+    model = common.da3_model_path("uint8", size)
+    x = np.random.default_rng(1).integers(0, 256, (frames, size, size, 3), dtype=np.uint8)
+    depth, used = {}, {}
+    for name, options in (("cpu", SessionOptions(providers=("cpu",))),
+                          ("exact", SessionOptions(providers=(provider,), precision="exact")),
+                          ("fast", SessionOptions(providers=(provider,), precision="fast"))):  # fmt: skip
+        session = open_session(model, options)
+        used[name] = session.get_providers()[0]
+        depth[name] = session.run(["depth"], {"image": x})[0]
+    exact, fast = relative(depth["exact"], depth["cpu"]), relative(depth["fast"], depth["exact"])
+    ok = used["exact"] == used["fast"] == PROVIDER_NAMES[provider]
+    return {"model": model.name, "frames": frames, "providers_used": used, "provider_ok": ok,
+            "exact_vs_cpu": float(f"{exact:.3g}"), "exact_ok": exact <= EXACT_TOLERANCE,
+            "fast_vs_exact": float(f"{fast:.3g}"), "fast_ok": fast <= FAST_TOLERANCE}  # fmt: skip
+
+
 def da3_torch_fps(size: int, batch: int, iterations: int) -> dict:
     """DA3 in PyTorch on the GPU, fp16 autocast: the reference a TensorRT fp16 engine should beat (and the
     figure to read where TensorRT's libraries are not installed)."""
@@ -150,24 +213,30 @@ def nvds_fps(provider: str, tier: tuple[int, int], iterations: int) -> dict:
     from stereo3d.models.nvds.runtime import open_stabiliser
     from stereo3d.runtime.sessions import SessionOptions
 
-    stabiliser = open_stabiliser(common.nvds_dir(), *tier, SessionOptions(providers=(provider,)))
+    stabiliser = open_stabiliser(common.nvds_dir(), *tier, SessionOptions(providers=(provider,)), graphs="split")
     used = {role: s.get_providers() for role, s in stabiliser._sessions.items()}
     if any(p[0] != PROVIDER_NAMES[provider] for p in used.values()):  # a fallback: minutes on the CPU, not timed
         return {"tier": f"{tier[0]}x{tier[1]}", "providers_used": used, "provider_ok": False,
                 "why": f"{PROVIDER_NAMES[provider]} could not start here (see log)"}  # fmt: skip
     rng = np.random.default_rng(0)
-    rgb = rng.integers(0, 256, (tier[1], tier[0], 3), dtype=np.uint8)
-    near = rng.random((tier[1], tier[0]), dtype=np.float32)
-    for _ in range(5):  # warm-up, and past the 4-frame window start
-        stabiliser.step(rgb, near)
+    # Five different frames (the window of four fills at the fourth) give the comparison with the CPU; the last one
+    # repeated is timed.
+    frames = [(rng.integers(0, 256, (tier[1], tier[0], 3), dtype=np.uint8), rng.random((tier[1], tier[0]),
+              dtype=np.float32)) for _ in range(5)]  # fmt: skip
+    out = np.stack([stabiliser.step(rgb, near) for rgb, near in frames])
     start = time.perf_counter()
     for _ in range(iterations):
-        stabiliser.step(rgb, near)
+        stabiliser.step(*frames[-1])
     seconds = time.perf_counter() - start
+    cpu = open_stabiliser(common.nvds_dir(), *tier, SessionOptions(providers=("cpu",)), graphs="split")
+    reference = np.stack([cpu.step(rgb, near) for rgb, near in frames])
+    difference = relative(out, reference)
     return {
         "tier": f"{tier[0]}x{tier[1]}",
         "mode": stabiliser.mode,
         "fps": round(iterations / seconds, 2),
+        "vs_cpu": float(f"{difference:.3g}"),
+        "vs_cpu_ok": difference <= EXACT_TOLERANCE,
         "providers_used": used,
         "provider_ok": all(p[0] == PROVIDER_NAMES[provider] for p in used.values()),
     }
@@ -207,9 +276,11 @@ def render_gpu(width: int, height: int, frames: int) -> dict:
     for device in ("cpu", "cuda"):
         renderer = warp.Renderer(device)
         if renderer.device != device:
-            from stereo3d.stereo.cuda import unavailable
+            from stereo3d.stereo import cuda
 
-            return {"available": False, "why": unavailable(), "cpu_fps": timings.get("cpu")}
+            # Why: no CUDA target or GPU (unavailable), else the kernels' build or check on this device failed.
+            why = cuda.unavailable() or cuda.open_renderer()[1] or "the GPU renderer did not open (see log)"
+            return {"available": False, "why": why, "cpu_fps": timings.get("cpu")}
         views[device] = renderer.render_stereo(sources[0], nears[0], settings)  # warm-up: compiling, buffers
         start = time.perf_counter()
         for frame, near in zip(sources, nears):
@@ -295,19 +366,19 @@ def _gpu_ready(provider: str, size: int) -> str | None:
     return _READY[provider]
 
 
-def checks(smoke: bool, results: dict, frames: int) -> list[tuple[str, str, object, list, list]]:
-    """``(name, stage, fn, da3 exports, nvds exports)`` of every check, in the order they run. In the smoke run
-    the CUDA checks run on the CPU provider (named so) and the TensorRT ones take their fallback path."""
+def checks(smoke: bool, results: dict, frames: int) -> list[Check]:
+    """Every check, in the order they run. In the smoke run the CUDA checks run on the CPU provider (named so) and
+    the TensorRT ones take their fallback path."""
     size, tier = (common.SMALL_DA3_SIZE, common.NVDS_TIER) if smoke else (518, (512, 288))
     gpu = "cpu" if smoke else "cuda"
     width, height, frames = (320, 180, 8) if smoke else (1920, 1080, frames)
     trt_cache = common.CACHE / "trt"
     square, wide, floats = ("uint8", size), ("uint8", common.da3_tier(size)), ("float", size)
-    nvds = [(tier, ("split",))]
+    nvds = ((tier, ("split",)),)
     small = 2 if smoke else None  # iterations in the smoke run
 
     def da3(provider: str, precision: str, batch: int):
-        iterations = small or (400 // batch)  # 400 frames timed
+        iterations = small or (200 // batch)  # 200 frames timed
         return lambda: da3_fps(provider, precision, size, batch, iterations, trt_cache)
 
     def codec() -> str:
@@ -316,27 +387,9 @@ def checks(smoke: bool, results: dict, frames: int) -> list[tuple[str, str, obje
     def on_gpu(fn):  # the long checks: not on the CPU by a silent fallback
         return lambda: {"skipped": _gpu_ready(gpu, size)} if _gpu_ready(gpu, size) else fn()
 
-    one = [(f"da3_{gpu}_{precision}_b{batch}", "1", da3(gpu, precision, batch), [square], [])
-           for precision in ("exact", "fast") for batch in (8, 1)]  # fmt: skip
-    if not smoke:
-        one.append(("da3_torch_fp16", "1", lambda: da3_torch_fps(size, 8, 50), [], []))
-    one += [
-        ("nvds_split", "1", lambda: nvds_fps(gpu, tier, small or 30), [], nvds),
-        ("render_gpu", "1", lambda: render_gpu(width, height, 8 if smoke else 48), [], []),
-    ]
-
     def pipeline() -> dict:
         return pipeline_fps((gpu,), size, tier, frames, width, height, codec(), trt_cache)
 
-    two = [
-        ("nvenc_h264", "2", lambda: nvenc_fps("h264_nvenc", 8 if smoke else 120, width, height), [], []),
-        ("x264_veryfast_ref", "2", lambda: _x264(width, height, 8 if smoke else 48), [], []),
-        ("pipeline", "2", on_gpu(pipeline), [square], nvds),
-        ("P1_P2", "2", on_gpu(lambda: depth_figures(smoke, gpu)), [square, wide, floats], []),
-        # TensorRT last: where its libraries exist, the engine build can take minutes; the figures above come first.
-        ("da3_tensorrt_fast_b8", "2", da3("tensorrt", "fast", 8), [square], []),
-        ("da3_tensorrt_fast_b1", "2", da3("tensorrt", "fast", 1), [square], []),
-    ]
     p9 = (2, 24) if smoke else (4, 240)
 
     def p9_nvenc() -> dict:
@@ -344,11 +397,28 @@ def checks(smoke: bool, results: dict, frames: int) -> list[tuple[str, str, obje
             return {"skipped": "no NVENC here (nvenc_h264 in stage 2 says why)"}
         return gpu_library.run(*p9, smoke, codec="h264_nvenc")
 
-    three = [
-        ("P9", "3", on_gpu(lambda: gpu_library.run(*p9, smoke)), [square, wide], nvds),
-        ("P9_nvenc", "3", on_gpu(p9_nvenc), [square, wide], nvds),
+    return [
+        # 1: what only part 1 (onnxruntime-gpu, the exports' packages) needs: no PyAV, zarr or Snakemake.
+        Check(f"da3_{gpu}_accuracy", "1", lambda: da3_accuracy(gpu, size), (square,), reserve_s=20),
+        Check(f"da3_{gpu}_exact_b8", "1", da3(gpu, "exact", 8), (square,)),
+        Check(f"da3_{gpu}_fast_b8", "1", da3(gpu, "fast", 8), (square,)),
+        Check("nvds_split", "1", lambda: nvds_fps(gpu, tier, small or 30), (), nvds, reserve_s=60),
+        Check("render_gpu", "1", lambda: render_gpu(width, height, 8 if smoke else 48), reserve_s=30),
+        # 2: PyAV, zarr (part 2).
+        Check(f"da3_{gpu}_exact_b1", "2", da3(gpu, "exact", 1), (square,)),
+        Check(f"da3_{gpu}_fast_b1", "2", da3(gpu, "fast", 1), (square,)),
+        *([] if smoke else [Check("da3_torch_fp16", "2", lambda: da3_torch_fps(size, 8, 25), reserve_s=30)]),
+        Check("nvenc_h264", "2", lambda: nvenc_fps("h264_nvenc", 8 if smoke else 120, width, height)),
+        Check("x264_veryfast_ref", "2", lambda: _x264(width, height, 8 if smoke else 48), reserve_s=20),
+        Check("pipeline", "2", on_gpu(pipeline), (square,), nvds, reserve_s=60),
+        Check("P1_P2", "2", on_gpu(lambda: depth_figures(smoke, gpu)), (square, wide, floats), reserve_s=45),
+        # TensorRT last: where its libraries exist, the engine build can take minutes; the figures above come first.
+        Check("da3_tensorrt_fast_b8", "2", da3("tensorrt", "fast", 8), (square,), reserve_s=30),
+        Check("da3_tensorrt_fast_b1", "2", da3("tensorrt", "fast", 1), (square,)),
+        # 3: Snakemake (part 3).
+        Check("P9", "3", on_gpu(lambda: gpu_library.run(*p9, smoke)), (square, wide), nvds, reserve_s=90),
+        Check("P9_nvenc", "3", on_gpu(p9_nvenc), (square, wide), nvds, reserve_s=90),
     ]
-    return one + two + three
 
 
 def main() -> None:
@@ -366,20 +436,23 @@ def main() -> None:
     parser.add_argument("--stage", choices=("1", "2", "3"), help="run one stage (see --list); default: all")
     parser.add_argument("--only", default="", help="comma-separated checks to run (names as in the JSON)")
     parser.add_argument("--list", action="store_true", help="print the stages and their checks, and exit")
+    parser.add_argument("--budget-s", type=float, help="seconds the checks may take (default: the stage's budget, "
+                        "STAGE_BUDGET_S; none without --stage)")  # fmt: skip
     args = parser.parse_args()
     smoke = args.cpu_smoke
     out = args.out or common.ROOT / "bench" / "gpu_results.json"
-    results: dict = {"host": _host(), "smoke": smoke, "stage": args.stage or "all"}
+    budget = args.budget_s or (STAGE_BUDGET_S[args.stage] if args.stage and not smoke else None)
+    results: dict = {"host": _host(), "smoke": smoke, "stage": args.stage or "all", "budget_s": budget}
     plan = checks(smoke, results, args.frames)
     if args.list:
         for stage in ("1", "2", "3"):
-            print(f"stage {stage}: exports, " + ", ".join(name for name, s, *_ in plan if s == stage))
+            print(f"stage {stage}: exports, " + ", ".join(c.name for c in plan if c.stage == stage))
         return
     only = {name for name in args.only.split(",") if name}
-    unknown = only - {name for name, *_ in plan} - {"exports"}
+    unknown = only - {c.name for c in plan} - {"exports"}
     if unknown:
         raise SystemExit(f"unknown checks {sorted(unknown)}; --list names them")
-    chosen = [c for c in plan if (not args.stage or c[1] == args.stage) and (not only or c[0] in only)]
+    chosen = [c for c in plan if (not args.stage or c.stage == args.stage) and (not only or c.name in only)]
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("stereo3d.runtime").setLevel(logging.INFO)  # the line naming the provider each session got
     try:
@@ -390,17 +463,16 @@ def main() -> None:
     except ImportError as exc:  # the checks that need it fail one by one; exports, torch and the renderer still run
         results["onnxruntime"] = {"error": f"not importable: {exc}"}
     _write(out, results)
-    # Every export the chosen checks use, up front and side by side. Stage 1 also makes those of stages 2 and 3
-    # (side by side they cost little more), so that the later stages on the same machine start at once.
-    ahead = plan if args.stage == "1" and not only else chosen
-    da3 = list(dict.fromkeys(m for c in ahead for m in c[3]))
-    nvds = list(dict.fromkeys(m for c in ahead for m in c[4]))
+    # Every export the chosen checks use, up front and side by side (each stage its own: the first must fit five
+    # minutes; the later stages on the same machine find the first one's exports made).
+    da3 = list(dict.fromkeys(m for c in chosen for m in c.da3))
+    nvds = list(dict.fromkeys(m for c in chosen for m in c.nvds))
     if da3 or nvds:
         needed = [common.da3_model_path(*m).name for m in da3]
         needed += [path.name for tier, modes in nvds for path in common.nvds_paths(tier, modes)]
         _safe("exports", results, out, lambda: {"needed": needed, "made": common.ensure_models(da3=da3, nvds=nvds)})
-    for name, _, fn, _, _ in chosen:
-        _safe(name, results, out, fn)
+    for check in chosen:
+        _safe(check.name, results, out, check.fn, check.reserve_s, budget)
     # The figures without their log lines (those are in the file): what a lease call's output tail shows.
     brief = {
         k: {kk: vv for kk, vv in v.items() if kk != "log"} if isinstance(v, dict) else v for k, v in results.items()

@@ -6,6 +6,8 @@
 #   bench/gpu_check.sh --stage 3    P9: four 1080p clips through snakemake --profile profiles/gpu
 #   bench/gpu_check.sh [--only a,b] [--out FILE] [--frames N]     (no --stage: every stage, one after another)
 #   bench/gpu_check.sh --cpu-smoke  every path on the CPU at tiny sizes (checks the script; no figures)
+#   bench/gpu_check.sh --rehearse N stage N's --cpu-smoke run with the modules hidden that the lease lacks at stage N
+#                                   (neither on its image nor in parts 1..N: python -m bench.gpu_carry --missing N)
 # 1. Installs the parts that bench/gpu_carry.py packed and the call carried (bench/.cache/carry/<N>/), once per
 #    machine, into bench/.cache/site-cp312 (pip --target: the image's python3 keeps its torch and CUDA libraries; the
 #    folder goes first on PYTHONPATH, so the carried onnxruntime-gpu shadows a CPU onnxruntime). A part cut into
@@ -36,6 +38,16 @@ fi
 if ! command -v "$PY" >/dev/null 2>&1; then
     echo "gpu_check: no $PY here; create .venv as README.md says, or set STEREO3D_PYTHON" >&2
     exit 2
+fi
+if [[ "${1:-}" == "--rehearse" ]]; then
+    stage=${2:?--rehearse needs a stage: 1, 2 or 3}
+    shift 2
+    # tests/missing/sitecustomize.py hides these from this Python and every process it starts (exports, Snakemake).
+    STEREO3D_MISSING=$("$PY" -m bench.gpu_carry --missing "$stage")
+    export STEREO3D_MISSING
+    export PYTHONPATH="$ROOT/tests/missing${PYTHONPATH:+:$PYTHONPATH}"
+    echo "gpu_check: rehearsing stage $stage without: $STEREO3D_MISSING" >&2
+    set -- --cpu-smoke --stage "$stage" "$@"
 fi
 TAG=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
 SITE=$ROOT/bench/.cache/site-cp$TAG

@@ -21,14 +21,15 @@ import cv2
 import numpy as np
 
 from bench import common
-from stereo3d.io.encode import VideoEncoder, VideoStream
 from stereo3d.stereo.warp import Renderer, StereoSettings
 
 
 def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int = 518) -> dict:
     """Frames/s of the render stage's full SBS frames (``stereo_frame``), of libx264 veryfast on them, and the
     ratio."""
-    from stereo3d.stages.render import stereo_frame  # here: it imports PyAV, which scene() (gpu_check) needs not
+    # Here: they import PyAV, which scene() (gpu_check's first stage, before PyAV is carried) needs not.
+    from stereo3d.io.encode import VideoEncoder, VideoStream
+    from stereo3d.stages.render import stereo_frame
 
     sources, nears = scene(frames, width, height, near_side)
     settings = StereoSettings()

@@ -496,8 +496,10 @@ def test_every_aspect_tier_exports_and_validates(tier_exports, reference, tier, 
     dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (inp, out)]
     assert dims == [["batch", height, width, 3], ["batch", height, width]]
     # (an initializer, or a Constant node as the legacy exporter leaves it)
-    constants = [*model.graph.initializer,
-                 *(a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value")]
+    constants = [
+        *model.graph.initializer,
+        *(a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"),
+    ]
     tables = {tuple(t.dims) for t in constants if len(t.dims) == 3 and t.dims[-1] == 384}  # fmt: skip
     assert (1, 1 + (width // 14) * (height // 14), 384) in tables
     assert (1, 1370, 384) not in tables

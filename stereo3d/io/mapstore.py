@@ -41,7 +41,6 @@ has it, is within 10 % of this coding at 12 bits (specs/depth_storage.md); the l
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import queue
@@ -53,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from stereo3d.errors import StereoError
+from stereo3d.io import locks
 from stereo3d.io.pipes import END, POLL_S, patient_put
 
 FORMAT = "stereo3d-maps/2"
@@ -91,12 +91,8 @@ def store_lock(path: str | Path) -> Iterator[None]:
     holder). The lock file stays: removing it would let a waiting process lock a file nobody else sees."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with locks.held(path.with_name(f".{path.name}.lock")):
+        yield
 
 
 def finished_by(path: str | Path, identity: dict) -> bool:

@@ -6,11 +6,14 @@ Snakemake counts the ``gpu`` resource but does not say *which* device a local jo
 1. A scheduler that sets ``CUDA_VISIBLE_DEVICES`` (SLURM with ``--gres``/``--gpus``, a GPU-aware runner)
    has already chosen: the job uses device 0 of what it sees and takes no lock.
 2. Otherwise the job takes a free slot of the configured devices (``runtime.gpus``), each device offering
-   ``runtime.gpu_jobs_per_device`` slots, by an exclusive ``fcntl.flock`` on one lock file per slot in a lock
-   folder shared by every job of the machine. The lock lives as long as the returned ``DeviceLease`` (in
-   practice: the job's process); the kernel drops it when the process dies, so a crashed or killed job never
-   leaves a device marked busy. When every slot is taken the job waits for one.
-3. A machine without NVIDIA devices (no ``/dev/nvidia<N>``) runs on the CPU: no device, no lock.
+   ``runtime.gpu_jobs_per_device`` slots, by an exclusive lock (``stereo3d.io.locks``: ``flock``, or
+   ``LockFileEx`` on Windows) on one lock file per slot in a lock folder shared by every job of the machine. The
+   lock lives as long as the returned ``DeviceLease`` (in practice: the job's process); the operating system
+   drops it when the process dies, so a crashed or killed job never leaves a device marked busy. When every slot
+   is taken the job waits for one.
+3. A machine without NVIDIA devices runs on the CPU: no device, no lock. Linux shows its NVIDIA devices as
+   ``/dev/nvidia<N>``; Windows and WSL2 have no such nodes, and there the driver's management library (NVML)
+   counts them.
 
 ``runtime.gpus`` should list as many devices as the profile's ``resources: gpu=N`` allows, times
 ``gpu_jobs_per_device``: then Snakemake never starts a GPU job that would have to wait here.
@@ -18,8 +21,7 @@ Snakemake counts the ``gpu`` resource but does not say *which* device a local jo
 
 from __future__ import annotations
 
-import errno
-import fcntl
+import ctypes
 import glob
 import logging
 import os
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stereo3d.errors import BadConfig, StereoError
+from stereo3d.io import locks
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +66,7 @@ class DeviceLease:
 
     def release(self) -> None:
         if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
+            locks.unlock(self._fd)
             self._fd = None
 
     def __enter__(self) -> DeviceLease:
@@ -133,15 +135,52 @@ def acquire_device(
 
 
 def nvidia_devices() -> list[int]:
-    """Ordinals of the NVIDIA devices this machine exposes (``/dev/nvidia0``, ``/dev/nvidia1``, ...)."""
+    """Ordinals of the NVIDIA devices this machine exposes: its ``/dev/nvidia0``, ``/dev/nvidia1``, ... nodes
+    (Linux), else as many as NVML counts (Windows, WSL2), else none."""
     found = (_NVIDIA_NODE.match(path) for path in glob.glob("/dev/nvidia[0-9]*"))
-    return sorted(int(m.group(1)) for m in found if m)
+    nodes = sorted(int(m.group(1)) for m in found if m)
+    return nodes or list(range(nvml_device_count()))
+
+
+# The NVIDIA driver's management library: in System32 on Windows (older drivers: NVSMI), in /usr/lib/wsl/lib under
+# WSL2, beside the driver on Linux.
+NVML_LIBRARIES = ("nvml.dll", r"C:\Program Files\NVIDIA Corporation\NVSMI\nvml.dll", "libnvidia-ml.so.1")
+
+
+def nvml_device_count(libraries: tuple[str, ...] = NVML_LIBRARIES) -> int:
+    """How many NVIDIA GPUs the driver's NVML reports (0 where no driver is installed). NVML does not create a
+    CUDA context, so asking costs no GPU memory and leaves no state behind."""
+    for name in libraries:
+        try:
+            nvml = ctypes.CDLL(name)
+        except OSError:
+            continue
+        try:
+            if nvml.nvmlInit_v2() != 0:
+                return 0
+            count = ctypes.c_uint(0)
+            ok = nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0
+            nvml.nvmlShutdown()
+            return count.value if ok else 0
+        except AttributeError:  # a library of that name without NVML's functions
+            continue
+    return 0
 
 
 def default_lock_dir() -> Path:
     """One folder per user in the system temp folder: shared by every job (and workflow) of this user."""
-    user = os.environ.get("USER") or str(os.getuid())
-    return Path(tempfile.gettempdir()) / f"{LOCK_DIR_NAME}-{user}"
+    return Path(tempfile.gettempdir()) / f"{LOCK_DIR_NAME}-{_user()}"
+
+
+def _user() -> str:
+    """This user's name, for the lock folder: ``USER`` (POSIX), ``USERNAME`` (Windows), else the login name."""
+    import getpass
+
+    try:
+        name = os.environ.get("USER") or os.environ.get("USERNAME") or getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no name anywhere: one folder for every such user
+        name = "user"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "user"
 
 
 def _scheduled(visible: str) -> DeviceLease:
@@ -162,15 +201,10 @@ def _scheduled(visible: str) -> DeviceLease:
 
 
 def _try_lock(path: Path, gpu: int, slot: int) -> DeviceLease | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            return None
-        raise
-    # Who holds it, for a person looking at the folder (the lock itself is the flock, not this text).
+    fd = locks.try_lock(path)
+    if fd is None:
+        return None
+    # Who holds it, for a person looking at the folder (the lock itself is the file lock, not this text).
     os.ftruncate(fd, 0)
     os.write(fd, f"pid {os.getpid()} gpu {gpu} slot {slot}\n".encode())
     return DeviceLease(device_id=gpu, source="lock", slot=slot, lock_path=path, _fd=fd)

@@ -1,6 +1,7 @@
-"""The inputs of an ONNX file (names and dimensions) read straight from its protobuf, without the ``onnx`` package
-(an export-time dependency only) and without opening a session: a TensorRT session needs its optimisation
-profile, which names the inputs and their shapes, before the session exists.
+"""The inputs of an ONNX file (names and dimensions) and its metadata, read straight from its protobuf, without the
+``onnx`` package (an export-time dependency only) and without opening a session: a TensorRT session needs its
+optimisation profile, which names the inputs and their shapes, before the session exists, and a model opened by
+OpenVINO's own runtime (``openvino_runtime``) has its exporter's metadata read here.
 
 Only the few fields on the way are decoded (ModelProto.graph → GraphProto.input → ValueInfoProto.type →
 TypeProto.tensor_type.shape → dims); everything else, the weights included, is skipped by its length.
@@ -28,6 +29,17 @@ def graph_inputs(path: str | Path) -> dict[str, list[Dim]]:
             if name not in initializers:
                 inputs[name] = _dims(data, start, end)
         return inputs
+
+
+def model_metadata(path: str | Path) -> dict[str, str]:
+    """The model's ``metadata_props`` (what the exporter stored: variant, contract, ...)."""
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        found = {}
+        for start, end in _fields(data, 0, len(data), 14):  # ModelProto.metadata_props: StringStringEntryProto
+            key, value = _first(data, start, end, 1), _first(data, start, end, 2)
+            if key is not None:
+                found[_text(data, *key)] = _text(data, *value) if value is not None else ""
+        return found
 
 
 def _dims(data, start: int, end: int) -> list[Dim]:

@@ -9,26 +9,35 @@ really has, and the plan a session follows (one provider after another until one
   library and "EP Error" lines and falls back without the options we gave.
 * **``auto``** tries, in this order, every provider that has a device: NVIDIA GPUs (TensorRT, TensorRT-RTX,
   CUDA), other GPUs (MIGraphX, DirectML, OpenVINO, WebGPU, CoreML), any other plugin's GPU, then the
-  CPU's fast path (OpenVINO on an Intel CPU), then ONNX Runtime's own CPU provider. NPUs are tried only when
+  CPU's fast path (OpenVINO on an Intel CPU; with ``fast``, OpenVINO's own runtime on any other x86 CPU with bf16
+  arithmetic: ``stereo3d.runtime.openvino_runtime``), then ONNX Runtime's own CPU provider. NPUs are tried only when
   named (``openvino:npu``): they compile static shapes, and the DA3 graph has a dynamic batch axis.
 * **Precision** (``exact`` | ``fast``) sets each provider's arithmetic: ``fast`` is fp16 on TensorRT, TF32 on CUDA,
   the device's default on OpenVINO (bf16 on CPUs with AMX or AVX-512-BF16, f16 on Intel GPUs and NPUs); ``exact``
-  keeps float32 everywhere it can be asked for.
+  keeps float32 everywhere it can be asked for (TensorRT's float32 engines included: ``sessions`` turns TF32 off).
+* **An NVIDIA GPU without the ``nvidia`` extra** (CUDA 13 and cuDNN 9 not installed): the GPU is seen, its providers
+  are left out with the missing library named, and one warning says which extra to install; ONNX Runtime's own
+  attempts to load the libraries print nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib
 import importlib.util
+import io
 import json
 import logging
+import os
 import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from stereo3d.runtime import openvino_runtime
 from stereo3d.runtime.devices import nvidia_devices
+from stereo3d.runtime.openvino_runtime import RUNTIME_EP
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +115,7 @@ PROVIDERS = {
         Provider("migraphx", "MIGraphXExecutionProvider", "none"),
         Provider("dml", "DmlExecutionProvider", "none"),
         Provider("openvino", "OpenVINOExecutionProvider", "bf16 on AMX/AVX-512-BF16 CPUs, f16 on GPUs", _openvino),
+        Provider("openvino_runtime", RUNTIME_EP, "bf16 on AMX/AVX-512-BF16 CPUs (OpenVINO's runtime)"),
         Provider("webgpu", "WebGpuExecutionProvider", "none"),
         Provider("coreml", "CoreMLExecutionProvider", "none"),
         Provider("cpu", "CPUExecutionProvider", "none"),
@@ -124,6 +134,7 @@ AUTO_ORDER = (
     ("coreml", "npu"),
     ("*", "gpu"),
     ("openvino", "cpu"),
+    ("openvino_runtime", "cpu"),  # precision fast on a CPU with bf16 only (see plan)
     ("cpu", "cpu"),
 )
 # A TensorRT session also lists CUDA (on the same device) for the nodes its engine does not take.
@@ -170,6 +181,12 @@ class Machine:
     devices: tuple[Device, ...]
     installed: frozenset[str]
     problems: dict[str, str] = field(default_factory=dict)
+    # Whether the CPU has bf16 arithmetic (AVX-512-BF16 or AMX): openvino_runtime's fast path. None: this machine's
+    # CPU, asked when a plan with precision fast needs it (outside Linux that asks OpenVINO, ~0.5 s).
+    cpu_bf16: bool | None = None
+
+    def has_cpu_bf16(self) -> bool:
+        return this_cpu_bf16() if self.cpu_bf16 is None else self.cpu_bf16
 
     def why_not(self, ep: str | None, kind: str | None = None) -> str:
         if ep in self.problems:
@@ -178,6 +195,8 @@ class Machine:
             return "not installed"
         if ep == PROVIDERS["openvino"].ep:
             return f"no {kind.upper() + ' ' if kind else ''}device (the OpenVINO plugin serves Intel devices only)"
+        if ep == RUNTIME_EP:
+            return "this CPU has no bf16 arithmetic (AVX-512-BF16 or AMX)"
         return f"no {kind.upper() + ' ' if kind else ''}device"
 
 
@@ -241,6 +260,14 @@ def plan(
             if not auto:
                 skipped.append((name, "not used for this model"))
             continue
+        if auto and name == "openvino_runtime" and matches:
+            # Only bf16 is worth a second runtime: exact stays on ONNX Runtime's float32 (the reference), and a CPU
+            # without bf16 computes float32 either way.
+            if request.precision != "fast":
+                continue
+            if not machine.has_cpu_bf16():
+                skipped.append((name, machine.why_not(RUNTIME_EP)))
+                continue
         if not matches:
             ep = PROVIDERS[name].ep if name in PROVIDERS else None  # a name no table row or plugin has
             if name != "*" and (not auto or ep in machine.installed or ep in machine.problems):
@@ -281,10 +308,14 @@ def _attempt(device: Device, machine: Machine, request: Request, exclude: Sequen
 @functools.cache
 def machine() -> Machine:
     """This machine as ONNX Runtime sees it (once per process: plugins are registered on the first call)."""
+    return discover(nvidia_devices())
+
+
+def discover(nodes: Sequence[int]) -> Machine:
+    """What ONNX Runtime can use here, given the NVIDIA GPUs the system shows (``nodes``, their ordinals)."""
     import onnxruntime as ort
 
     plugins = register_plugins()
-    nodes = nvidia_devices()
     if nodes:
         _preload_nvidia_libraries(ort)
     built_in = frozenset(ort.get_available_providers())
@@ -303,7 +334,21 @@ def machine() -> Machine:
             devices.append(Device(ep, "gpu", "NVIDIA"))
         else:
             problems[ep] = problem
-    return Machine(tuple(devices), built_in | frozenset(plugins), problems)
+    if nodes and "CUDAExecutionProvider" in problems:  # the one line a GPU machine without the extra prints
+        log.warning("this machine has an NVIDIA GPU, but ONNX Runtime cannot use it: %s; until then models run "
+                    "on the CPU", problems["CUDAExecutionProvider"])  # fmt: skip
+    installed = built_in | frozenset(plugins)
+    if openvino_runtime.installed():
+        cpu = next((d for d in devices if d.ep == "CPUExecutionProvider"), None)
+        devices.append(Device(RUNTIME_EP, "cpu", cpu.vendor if cpu else ""))
+        installed |= {RUNTIME_EP}
+    return Machine(tuple(devices), installed, problems)
+
+
+@functools.cache
+def this_cpu_bf16() -> bool:
+    """Whether this machine's CPU has bf16 arithmetic (``openvino_runtime.cpu_flags``)."""
+    return openvino_runtime.has_bf16(openvino_runtime.cpu_flags())
 
 
 def register_plugins() -> dict[str, str]:
@@ -326,18 +371,43 @@ def register_plugins() -> dict[str, str]:
 
 def _preload_nvidia_libraries(ort) -> None:
     """CUDA, cuDNN and TensorRT as pip installs them (nvidia-* wheels, tensorrt_libs), loaded before anything asks
-    for them: their folders are not on the loader's path."""
+    for them: their folders are not on the loader's path. ONNX Runtime's ``preload_dlls`` prints a line for each
+    library it cannot load; those lines go to the debug log (the library check names what is missing, once)."""
+    printed = io.StringIO()
     try:
-        ort.preload_dlls()
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            ort.preload_dlls()
     except Exception as exc:  # a partial install: the library check names what is missing
         log.debug("preload_dlls: %s", exc)
+    for line in printed.getvalue().splitlines():
+        log.debug("preload_dlls: %s", line)
     spec = importlib.util.find_spec("tensorrt_libs")
     for folder in spec.submodule_search_locations if spec and spec.submodule_search_locations else ():
-        for library in ("libnvinfer.so.10", "libnvinfer_plugin.so.10", "libnvonnxparser.so.10"):
+        for library in TENSORRT_LIBRARIES[os.name == "nt"]:
             try:
-                ctypes.CDLL(f"{folder}/{library}", mode=ctypes.RTLD_GLOBAL)
+                ctypes.CDLL(os.path.join(folder, library), mode=ctypes.RTLD_GLOBAL)
             except OSError as exc:
                 log.debug("%s: %s", library, exc)
+
+
+# The libraries of TensorRT 10 (what onnxruntime-gpu's TensorRT provider links), on Linux and on Windows.
+TENSORRT_LIBRARIES = {
+    False: ("libnvinfer.so.10", "libnvinfer_plugin.so.10", "libnvonnxparser.so.10"),
+    True: ("nvinfer_10.dll", "nvinfer_plugin_10.dll", "nvonnxparser_10.dll"),
+}
+
+
+def nvidia_libraries(ep: str, cuda_major: str, windows: bool) -> list[str]:
+    """The libraries onnxruntime-gpu's ``ep`` loads, by the names the system's loader knows (Linux or Windows)."""
+    if windows:
+        needed = [f"cudart64_{cuda_major}.dll", f"cublasLt64_{cuda_major}.dll", f"cublas64_{cuda_major}.dll",
+                  "cudnn64_9.dll"]  # fmt: skip
+    else:
+        needed = [f"libcudart.so.{cuda_major}", f"libcublasLt.so.{cuda_major}", f"libcublas.so.{cuda_major}",
+                  "libcudnn.so.9"]  # fmt: skip
+    if ep == "TensorrtExecutionProvider":
+        needed.append(TENSORRT_LIBRARIES[windows][0])
+    return needed
 
 
 def nvidia_libraries_problem(ep: str) -> str | None:
@@ -347,13 +417,8 @@ def nvidia_libraries_problem(ep: str) -> str | None:
         from onnxruntime.capi.build_and_package_info import cuda_version
     except ImportError:
         cuda_version = ""
-    major = (cuda_version or "12").split(".")[0]
-    needed = [f"libcudart.so.{major}", f"libcublasLt.so.{major}", f"libcublas.so.{major}", "libcudnn.so.9"]
-    hint = "pip install -e '.[nvidia]'"
-    if ep == "TensorrtExecutionProvider":
-        needed.append("libnvinfer.so.10")
-        hint = "pip install -e '.[tensorrt]'"
-    for library in needed:
+    hint = "pip install -e '.[tensorrt]'" if ep == "TensorrtExecutionProvider" else "pip install -e '.[nvidia]'"
+    for library in nvidia_libraries(ep, (cuda_version or "12").split(".")[0], os.name == "nt"):
         try:
             ctypes.CDLL(library)
         except OSError:

@@ -4,6 +4,15 @@ precision asked for, with one log line naming the device and provider really use
 A session follows its plan: the first provider that has a device is tried, with its own options; if it cannot open
 the model, the next one is, each with its own options (ONNX Runtime's own retry is off: it would reopen CUDA
 without the device id and memory bound). The CPU provider is always the last resort.
+
+The log line of a session on anything but the CPU counts the graph's nodes that ONNX Runtime left on the CPU (a
+GPU session copies tensors to the host and back around each of them): ``nodes on the CPU: 3 of 1012 (Range,
+Shape)``. ONNX Runtime records where it put each node when asked (``session.record_ep_graph_assignment_info``).
+
+TensorRT computes float32 layers in TF32 unless told not to (its builder's default on Ampere and newer), and ONNX
+Runtime offers no switch for it; NVIDIA's libraries read ``NVIDIA_TF32_OVERRIDE=0`` instead. An ``exact`` TensorRT
+session sets it for its process before its engine is built, so ``exact`` is float32 there too, and its engines
+are kept apart from those built before (``engine_key``).
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +31,7 @@ from pathlib import Path
 from stereo3d.errors import BadModel
 from stereo3d.runtime import providers as P
 from stereo3d.runtime.onnxfile import graph_inputs
+from stereo3d.runtime.openvino_runtime import RUNTIME_EP, RuntimeSession
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +39,8 @@ log = logging.getLogger(__name__)
 # is opened, every ``run`` of that session adds its wall time to these totals (read them with
 # ``inference_totals()``). Off by default: sessions are then returned bare, with no wrapper at all.
 PROFILE_ENV = "STEREO3D_PROFILE"
+TF32_ENV = "NVIDIA_TF32_OVERRIDE"  # read by cuBLAS, cuDNN and TensorRT: "0" keeps float32 products float32
+PLACEMENT_KEY = "session.record_ep_graph_assignment_info"  # ONNX Runtime 1.24+: where each node runs
 _totals = {"calls": 0, "seconds": 0.0}
 _totals_lock = threading.Lock()
 _warned: set[str] = set()  # one warning per process for a provider named in the config that cannot run
@@ -113,13 +126,31 @@ def tensorrt_request(model_path: Path, options: SessionOptions) -> P.Request:
     return dataclasses.replace(request_of(options), trt_cache_dir=cache, trt_profile=profile)
 
 
+# The engine folder's suffix per precision. Float32 engines built before TF32 was turned off for them were named
+# "-fp32" and computed TF32: their folders are never read again.
+ENGINE_PRECISIONS = {"fast": "fp16", "exact": "fp32-no-tf32"}
+
+
 def engine_key(model_path: str | Path, precision: str) -> str:
-    """``<sha256 of the model's bytes, 16 hex digits>-<fp16|fp32>``: the TensorRT engine folder of a model."""
+    """``<sha256 of the model's bytes, 16 hex digits>-<fp16|fp32-no-tf32>``: the TensorRT engine folder of a
+    model."""
     digest = hashlib.sha256()
     with open(model_path, "rb") as file:
         for block in iter(lambda: file.read(1 << 22), b""):
             digest.update(block)
-    return f"{digest.hexdigest()[:16]}-{'fp16' if precision == 'fast' else 'fp32'}"
+    return f"{digest.hexdigest()[:16]}-{ENGINE_PRECISIONS[precision]}"
+
+
+def keep_float32(attempt: P.Attempt, precision: str, environ=os.environ) -> bool:
+    """Before an ``exact`` TensorRT session: ``NVIDIA_TF32_OVERRIDE=0`` for this process (see the module doc).
+    Returns whether it was set now. It holds for every later CUDA session of the process too, which only makes
+    their float32 exact as well."""
+    if precision != "exact" or P.short_name(attempt.device.ep) != "tensorrt" or environ.get(TF32_ENV) == "0":
+        return False
+    if environ.get(TF32_ENV):
+        log.warning("%s=%s replaced by 0: precision exact is float32, not TF32", TF32_ENV, environ[TF32_ENV])
+    environ[TF32_ENV] = "0"
+    return True
 
 
 def trt_profile(inputs: dict[str, list], max_batch: int) -> dict[str, str]:
@@ -142,6 +173,11 @@ def trt_profile(inputs: dict[str, list], max_batch: int) -> dict[str, str]:
 
 
 def _open(ort, model_path: Path, attempt: P.Attempt, options: SessionOptions):
+    if attempt.device.ep == RUNTIME_EP:  # OpenVINO's own runtime, not an ONNX Runtime provider
+        return RuntimeSession(model_path, options.precision, options.threads)
+    if keep_float32(attempt, options.precision):
+        log.info("%s: TF32 off for this process (%s=0): TensorRT's float32 engine computes float32", model_path.name,
+                 TF32_ENV)  # fmt: skip
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if options.threads:
@@ -156,6 +192,8 @@ def _open(ort, model_path: Path, attempt: P.Attempt, options: SessionOptions):
         # shape (about +140 MB peak for DA3 small at 280, batch 4) for no measurable speed.
         so.enable_mem_pattern = False
     so.log_severity_level = 3  # ORT's own chatter; the device really used is logged by open_session
+    if attempt.device.ep != "CPUExecutionProvider":
+        so.add_session_config_entry(PLACEMENT_KEY, "1")  # for the count of nodes left on the CPU
     if attempt.built_in_only:
         return ort.InferenceSession(
             str(model_path), sess_options=so, providers=list(attempt.providers), enable_fallback=0
@@ -174,12 +212,50 @@ def _in_use(name: str, session, attempt: P.Attempt, options: SessionOptions, ski
     precision = options.precision
     if precision == "fast" and provider.fast.startswith("none"):
         precision = f"fast requested, none on {provider.name}: float32"
+    elif provider.name == "openvino_runtime" and precision == "fast" and session.precision != "bf16":
+        precision = "fast requested, no bf16 on this CPU: float32"
+    elif provider.name == "openvino_runtime":
+        precision += f" ({session.precision})"
+    elif provider.name == "tensorrt" and precision == "exact":
+        precision += " (float32, TF32 off)"
     line = f"{name}: running on {attempt.device.label}, precision {precision}; opened in {opened_s:.2f} s"
     if len(active) > 1:
         line += f" (providers: {', '.join(P.short_name(ep) for ep in active)})"
+    if attempt.device.ep not in ("CPUExecutionProvider", RUNTIME_EP):
+        line += "; " + cpu_nodes_text(node_placement(session))
     if skipped:
         line += "; not used: " + "; ".join(f"{label}: {reason}" for label, reason in skipped)
     return line
+
+
+def node_placement(session) -> dict[str, Counter] | None:
+    """``{provider short name: Counter of op types}`` of the nodes ONNX Runtime assigned to each provider (the graph
+    as optimised), or None where it recorded none (an ONNX Runtime before 1.24, or a session opened without
+    ``PLACEMENT_KEY``)."""
+    try:
+        assigned = session.get_provider_graph_assignment_info()
+    except Exception:  # no such method (older ONNX Runtime), or ONNX Runtime's Fail: not recorded
+        return None
+    placement: dict[str, Counter] = {}
+    for subgraph in assigned:
+        ops = placement.setdefault(P.short_name(subgraph.ep_name), Counter())
+        ops.update(node.op_type for node in subgraph.get_nodes())
+    return placement or None
+
+
+def cpu_nodes_text(placement: dict[str, Counter] | None) -> str:
+    """``nodes on the CPU: 3 of 1012 (Shape 2, Range)``: how many of the graph's nodes run on the CPU, and their most
+    frequent op types."""
+    if placement is None:
+        return "nodes on the CPU: not reported by this ONNX Runtime"
+    total = sum(sum(ops.values()) for ops in placement.values())
+    on_cpu = placement.get("cpu", Counter())
+    text = f"nodes on the CPU: {sum(on_cpu.values())} of {total}"
+    if on_cpu:
+        common = on_cpu.most_common(5)
+        text += " (" + ", ".join(op if n == 1 else f"{op} {n}" for op, n in common)
+        text += ", ...)" if len(on_cpu) > len(common) else ")"
+    return text
 
 
 class TimedSession:

@@ -2,9 +2,10 @@
 
 Ids are what Snakemake sees in paths and wildcards, so they keep to ``[A-Za-z0-9._-]``, stay short (every path
 component a job writes must fit the filesystem's 255 bytes) and never end in a run of repeats (Snakemake takes
-a wildcard value whose end repeats 20 times for a cyclic dependency). A name that is already safe, short and
-not repetitive is its own id (readable results); any other name is transliterated, shortened, and gets a short
-hash of the original name, so two names never collapse into one id by accident.
+a wildcard value whose end repeats 20 times for a cyclic dependency) and are legal file names on Windows too (no
+device name such as ``CON`` or ``NUL``, alone or before a dot, and no trailing dot). A name that is already safe,
+short and not repetitive is its own id (readable results); any other name is transliterated, shortened, and gets a
+short hash of the original name, so two names never collapse into one id by accident.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from stereo3d.errors import BadConfig
+from stereo3d.errors import BadConfig, BadVideo
 
 log = logging.getLogger(__name__)
 
@@ -26,18 +27,29 @@ MAX_OWN_ID = 64  # characters: a safe name up to this long is its own id
 SLUG_CHARS = 48  # the readable part of a hashed id
 # Snakemake's PeriodicityDetector refuses a wildcard value ending in 20 or more repeats of one substring.
 _PERIODIC = re.compile(r"(.+?)\1{19,}$")
+# Device names Windows reserves in every folder, in any case, alone or before a dot ("nul", "Con.2024").
+WINDOWS_DEVICES = frozenset(["CON", "PRN", "AUX", "NUL", *(f"{port}{n}" for port in ("COM", "LPT") for n in range(10))])
 
 
 def video_id(relative: str | Path) -> str:
     """Stable id for a video given its path relative to the library folder (suffix dropped)."""
     relative = Path(relative)
     stem = relative.with_suffix("").as_posix().replace("/", "__")
-    if SAFE.fullmatch(stem) and "__" not in stem and len(stem) <= MAX_OWN_ID and not _PERIODIC.search(stem):
+    if (SAFE.fullmatch(stem) and "__" not in stem and len(stem) <= MAX_OWN_ID and not _PERIODIC.search(stem)
+            and windows_legal(stem)):  # fmt: skip
         return stem
     ascii_stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_stem).strip("._-")[:SLUG_CHARS].strip("._-") or "video"
+    if not windows_legal(f"{slug}-"):  # "nul.x": its hash goes after the dot, so the device name stays
+        slug = slug.replace(".", "_", 1)
     digest = hashlib.sha1(relative.as_posix().encode()).hexdigest()[:6]
     return f"{slug}-{digest}"
+
+
+def windows_legal(name: str) -> bool:
+    """Whether a name of ``SAFE``'s characters is a legal file name on Windows: not a device name (alone or before
+    a dot) and no trailing dot (Windows drops it, so ``a.`` would be ``a``)."""
+    return name.split(".")[0].upper() not in WINDOWS_DEVICES and not name.endswith(".")
 
 
 def discover(folder: str | Path, extensions, recursive: bool = True) -> dict[str, Path]:
@@ -86,7 +98,11 @@ class Library:
         sources = Sources(self.work)
         for video, path in self.all_videos.items():
             self.fingerprints[video] = sources.fingerprint(path)
-            self.links[video] = str(sources.link(video, path))
+            try:
+                self.links[video] = str(sources.link(video, path))
+            except BadVideo as exc:  # a path Snakemake cannot read, and no link to it allowed here
+                self.failed[video] = {"reason": str(exc)}
+                continue
             record = current_failure(record_path(self.work, video), self.fingerprints[video])
             if record is not None:
                 self.failed[video] = record
