@@ -31,7 +31,6 @@ def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int 
     # Here: they import PyAV, which scene() (gpu_check's first stage, before PyAV is carried) needs not.
     from stereo3d.io.encode import VideoEncoder, VideoStream
     from stereo3d.stages.render import stereo_frame
-
     from stereo3d.stereo.fill import windowed
 
     sources, nears = scene(frames, width, height, near_side)

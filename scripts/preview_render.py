@@ -2,6 +2,7 @@
 
 from stereo3d.stages.preview import preview_clip
 from stereo3d.stages.probe import load_probe
+from stereo3d.stages.render import RenderSettings
 from stereo3d.workflow.scripting import bad_source_record, render_job, run_guarded, setup_logging, source_of
 
 
@@ -13,6 +14,7 @@ def main():
             probe=load_probe(snakemake.input.probe, snakemake.input.frames),
             near=snakemake.input.near,
             out=snakemake.output.clip,
+            settings=RenderSettings.from_params(snakemake.params.render),
             **job,
         )
 

@@ -1,10 +1,11 @@
-"""DA3 export with smoke weights. Exports cost about a minute each on two cores (dynamo; legacy about 12 s), so each
-point reads an export made once: the session's workflow exports (`snakemake exports`: DA3 Small, uint8, dynamo, at
-every aspect tier of longest side 140, from another process) and, made here once per module,
+"""DA3 export with smoke weights. Exports cost 40 CPU-s each (dynamo, the default; legacy 8), so each point reads an
+export made once: the session's workflow exports (`snakemake exports`: DA3 Small, uint8, the legacy exporter the
+tests' config names, at every aspect tier of longest side 140, from another process) and, made here,
 
-- Small's float contract at the 16:9 tier's 140x84 by the legacy exporter (its static output dims, and agreement
+- Small's float contract at the 16:9 tier's 140x84 by the dynamo exporter (its static output dims, and agreement
   with the workflow's uint8 export of the same shape);
-- a re-export of the workflow's 16:9 tier (the one extra export the byte-identity test needs);
+- re-exports for the byte-identity test: the same float export by another process (the script), the workflow's
+  16:9 tier in this one;
 - Mono-Large at 42x28 with the float contract (dynamo): its sky output.
 
 Independent references: eager PyTorch with the same smoke weights, the weights' own sha256, the known shapes."""
@@ -46,11 +47,12 @@ def smoke_weights(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def exported(smoke_weights, tmp_path_factory):
-    """contract -> (onnx path, report) of DA3 Small at 140x84. uint8: the workflow's 16:9 tier (dynamo, the default
-    exporter), its report read from disk; float: exported here by the legacy exporter, the report it returned."""
+    """contract -> (onnx path, report) of DA3 Small at 140x84. uint8: the workflow's 16:9 tier (the legacy exporter,
+    as the tests' config says), its report read from disk; float: exported here by the dynamo exporter (the
+    default), the report it returned."""
     uint8 = export_cache(tmp_path_factory) / DA3_MODELS / da3_onnx_name("small", SHAPE, "uint8")
     path = tmp_path_factory.mktemp("models") / da3_onnx_name("small", SHAPE, "float")
-    report = export_da3(smoke_weights, path, "small", size=SHAPE, contract="float", exporter="legacy")
+    report = export_da3(smoke_weights, path, "small", size=SHAPE, contract="float")
     return {"uint8": (uint8, json.loads(validation_path(uint8).read_text())), "float": (path, report)}
 
 
@@ -185,7 +187,7 @@ def test_onnx_checker_full_check_passes(exported, contract):
 
 @pytest.mark.parametrize(
     ("contract", "exporter", "image"),
-    [("uint8", "dynamo", ["batch", HEIGHT, WIDTH, 3]), ("float", "legacy", ["batch", 3, HEIGHT, WIDTH])],
+    [("uint8", "legacy", ["batch", HEIGHT, WIDTH, 3]), ("float", "dynamo", ["batch", 3, HEIGHT, WIDTH])],
 )
 def test_only_the_batch_axis_is_dynamic_with_either_exporter(exported, contract, exporter, image):
     import onnx
@@ -250,7 +252,7 @@ def test_metadata_states_the_contract(exported, contract, smoke_weights):
     assert meta["stereo3d.smoke"] == "true"
 
 
-@pytest.mark.parametrize(("contract", "exporter"), [("uint8", "dynamo"), ("float", "legacy")])
+@pytest.mark.parametrize(("contract", "exporter"), [("uint8", "legacy"), ("float", "dynamo")])
 def test_validation_json_sits_beside_the_model(exported, smoke_weights, contract, exporter):
     from stereo3d.models.validation import sha256_file
 
@@ -284,13 +286,21 @@ def test_validation_json_sits_beside_the_model(exported, smoke_weights, contract
 
 
 def test_reexport_is_byte_identical(exported, smoke_weights, tmp_path):
-    """Exports are reproducible: the workflow's (another process, through the script, in another folder) and this
-    one give the same bytes."""
-    first = exported["uint8"][0]
-    again = tmp_path / first.name
-    export_da3(smoke_weights, again, "small", size=SHAPE, contract="uint8", validate=False)
-    assert again.read_bytes() == first.read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name, first.name + ".validation.json"]
+    """Exports are reproducible, by either exporter: the dynamo export made here and the script's in another process
+    and folder give the same bytes, and so do the workflow's legacy export (another process) and this one."""
+    import subprocess
+    import sys
+
+    dynamo = exported["float"][0]
+    script = [sys.executable, str(SCRIPT), "--src-root", str(smoke_weights.parents[1]), "--out-dir",
+              str(tmp_path / "script"), "--size", str(SIZE), "--aspect", "16:9", "--no-validate"]  # fmt: skip
+    subprocess.run(script, check=True, capture_output=True, timeout=600)
+    assert (tmp_path / "script" / dynamo.name).read_bytes() == dynamo.read_bytes()
+    legacy = exported["uint8"][0]
+    again = tmp_path / legacy.name
+    export_da3(smoke_weights, again, "small", size=SHAPE, contract="uint8", validate=False, exporter="legacy")
+    assert again.read_bytes() == legacy.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [legacy.name, legacy.name + ".validation.json"]
 
 
 def test_export_patches_are_undone():
@@ -485,7 +495,12 @@ def test_every_aspect_tier_exports_and_validates(tier_exports, reference, tier, 
     (inp,), (out,) = model.graph.input, model.graph.output
     dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (inp, out)]
     assert dims == [["batch", height, width, 3], ["batch", height, width]]
-    tables = {tuple(t.dims) for t in model.graph.initializer if len(t.dims) == 3 and t.dims[-1] == 384}
+    # (an initializer, or a Constant node as the legacy exporter leaves it)
+    constants = [
+        *model.graph.initializer,
+        *(a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"),
+    ]
+    tables = {tuple(t.dims) for t in constants if len(t.dims) == 3 and t.dims[-1] == 384}  # fmt: skip
     assert (1, 1 + (width // 14) * (height // 14), 384) in tables
     assert (1, 1370, 384) not in tables
     assert report["positional_embedding"] == {"folded": True, "patches": [height // 14, width // 14]}

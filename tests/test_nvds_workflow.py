@@ -132,3 +132,13 @@ def test_exports_builds_the_configured_nvds_tiers_and_modes_when_the_weights_are
     (bare / "videos").mkdir()
     write_config(bare, export={"nvds_tiers": ["64x64"], "nvds_modes": ["split", "monolith"]})
     assert planned_jobs(bare, "exports") == {}
+
+
+def test_switching_back_to_the_ema_runs_no_depth_and_no_nvds_job(library):
+    """The NVDS library (tests/test_workflow.py's single NVDS run, folded in here): its depth serves the EMA too."""
+    workdir, _ = library
+    configure(workdir, segments={"frames": 0}, stabilise={"method": "ema"})
+    try:
+        assert planned_jobs(workdir) == {"near_plan": 2, "near_maps": 2, "convergence_plan": 2, "render": 2, "join": 2}
+    finally:
+        configure(workdir, segments={"frames": 0})

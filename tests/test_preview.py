@@ -309,16 +309,15 @@ def stage_models(tmp_path_factory) -> Path:
 
 
 def is_locked(store: Path) -> bool:
-    """Whether another holder has the store's lock (stereo3d.io.mapstore.store_lock) right now."""
-    import fcntl
+    """Whether another holder has the store's lock (stereo3d.io.mapstore.store_lock) right now: another open file
+    of its lock file cannot take it."""
+    from stereo3d.io.locks import try_lock, unlock
 
-    with open(store.with_name(f".{store.name}.lock"), "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
+    fd = try_lock(store.with_name(f".{store.name}.lock"))
+    if fd is None:
+        return True
+    unlock(fd)
+    return False
 
 
 def test_the_preview_computes_its_segments_first_frames_under_the_lock_and_reads_a_finished_segment(

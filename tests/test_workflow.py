@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from harness import NVDS_EXPORT, NVDS_TIER, exported_workdir, job_stats, planned_jobs, snakemake, write_config
+from harness import exported_workdir, job_stats, snakemake, write_config
 
 from stereo3d.demo import samples
 from stereo3d.io.probe import probe_video
@@ -116,32 +116,3 @@ def test_a_missing_library_folder_stops_before_any_job(tmp_path):
     write_config(tmp_path, library={"folder": "nowhere"})
     run = snakemake(tmp_path, check=False)
     assert run.returncode != 0 and "library folder not found" in run.stderr
-
-
-def test_nvds_stabilisation_runs_in_the_workflow(tmp_path_factory):
-    """NVDS on (tiny architecture, smoke checkpoint in the real layout): split export, stage, render."""
-    from stereo3d.io.mapstore import MapReader
-
-    # DA3 and NVDS smoke weights and their exports, the session's (the export rules: test_nvds_workflow.py)
-    workdir = exported_workdir(tmp_path_factory, "workflow-nvds", nvds=True)
-    samples.make_clip(workdir / "videos/wide.mp4", width=128, height=72, frames=6, fps="6")
-    write_config(workdir, stabilise={"method": "nvds", "nvds_tier": NVDS_TIER}, export=NVDS_EXPORT)
-    snakemake(workdir)
-    out = workdir / "results/wide/wide_LRF_Full_SBS.mp4"
-    assert probe_video(out)["video"]["frame_count"] == 6
-    assert (workdir / "models/NVDS/NVDS_Head_96x64.onnx.validation.json").is_file()
-    (near_store,) = (workdir / "work/wide/near").glob("*/nvds-*/*.zarr")
-    with MapReader(near_store) as maps:
-        assert maps.attrs["method"] == "nvds" and len(maps) == 6
-    # Switching back to EMA needs no NVDS job and no depth job: only near maps onward.
-    write_config(workdir, stabilise={"method": "ema"}, export=NVDS_EXPORT)
-    near_on = {
-        "near_plan": 1,
-        "near_maps": 1,
-        "convergence_plan": 1,
-        "render": 1,
-        "join": 1,
-        "qc_video": 1,
-        "qc_library": 1,
-    }
-    assert planned_jobs(workdir) == {**near_on, "qc_exports": 1}  # the NVDS models leave the exports table

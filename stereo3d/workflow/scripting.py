@@ -137,16 +137,14 @@ def near_job(smk) -> dict:
 
 
 def render_job(smk) -> dict:
-    """The render's arguments that a job (rule render, preview_render) takes from its params (the video's
-    ``RenderSettings``, by their dotted config names), depth key and config: the settings, the picture inside bars,
-    and a renderer on the job's device (a speed setting: read from config, so it triggers no rerun)."""
-    from stereo3d.stages.render import RenderSettings
+    """What a render job (rule render, preview_render) takes besides its settings, from its depth key and the
+    config: the picture inside bars, and a renderer on the job's device (a speed setting: read from config, so it
+    triggers no rerun)."""
     from stereo3d.stereo.warp import Renderer
     from stereo3d.workflow.keys import parse_depth_key
 
     runtime = smk.config["runtime"]
     return {
-        "settings": RenderSettings.from_params(smk.params.render),
         "renderer": Renderer(runtime["render_device"], render_device_id(runtime), threads=smk.threads),
         # The picture the near maps cover is named by the depth key they are stored under.
         "picture": parse_depth_key(smk.wildcards.dkey)["picture"],

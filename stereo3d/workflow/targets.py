@@ -18,6 +18,7 @@ from stereo3d.stabilisers import Stabiliser
 from stereo3d.stages.render import RenderSettings
 from stereo3d.stereo.window import reach_frames
 from stereo3d.workflow import keys
+from stereo3d.workflow.keys import render_key
 from stereo3d.workflow.library import Library
 from stereo3d.workflow.paths import Paths, fill, segment_name
 from stereo3d.workflow.preflight import check_weights
@@ -68,6 +69,16 @@ class Targets:
 
     def render_settings(self, video: str) -> RenderSettings:
         return self.settings[video].render(self.shape(video))
+
+    def render_params(self, wildcards) -> dict:
+        """The render rules' params: the video's ``RenderSettings`` by their dotted config keys, for the job of the
+        configured render key (an old key's intermediates are never rebuilt under the current settings)."""
+        settings = self.render_settings(wildcards.video)
+        key = render_key(settings)
+        if wildcards.rkey != key:
+            raise ValueError(f"{wildcards.video}: rkey {wildcards.rkey} is not the configured one ({key}); "
+                             "request final outputs, not old intermediates")  # fmt: skip
+        return settings.params()
 
     def render_key(self, video: str) -> str:
         return self.settings[video].render_key(self.shape(video))

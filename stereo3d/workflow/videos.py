@@ -97,7 +97,7 @@ class VideoSettings:
     # --- render -------------------------------------------------------------------------------------------------
     def render(self, shape: VideoShape | None) -> RenderSettings:
         """The render stage's settings (with ``render.bars`` where the video's picture does not fill its frame)."""
-        return RenderSettings.from_sections(self.sections, bars=self.picture(shape) is not None)
+        return RenderSettings.from_sections(self.sections, bars=self.picture(shape) is not None)  # built there
 
     def render_key(self, shape: VideoShape | None) -> str:
         return keys.render_key(self.render(shape))

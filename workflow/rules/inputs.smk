@@ -77,12 +77,6 @@ def get_near_params(wildcards):
     return current(wildcards, "nkey", settings, keys.near_key(settings))
 
 
-def get_render_params(wildcards):
-    """The video's render settings (stereo3d.stages.render.RenderSettings) by their dotted config keys."""
-    settings = T.render_settings(wildcards.video)
-    return current(wildcards, "rkey", settings.params(), keys.render_key(settings))
-
-
 def get_window_near(wildcards):
     """The other segments' near maps within the floating window's reach of this segment (none unless
     render.floating_window is auto)."""

@@ -80,7 +80,7 @@ rule preview_render:
         mem_mb=3000,
     params:
         # {dotted key: value}: the video's RenderSettings (stereo3d.stages.render)
-        render=get_render_params,
+        render=T.render_params,
     script:
         "../../scripts/preview_render.py"
 

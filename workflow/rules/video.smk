@@ -140,7 +140,7 @@ rule render:
         mem_mb=3000,
     params:
         # {dotted key: value}: the video's RenderSettings (stereo3d.stages.render)
-        render=get_render_params,
+        render=T.render_params,
     script:
         "../../scripts/render.py"
 
