@@ -25,9 +25,8 @@ import cv2
 import numpy as np
 from numba import njit
 
-from stereo3d.stereo.cuts import picture_change, thumbnail
+from stereo3d.stereo.cuts import THUMB_SIZE, picture_change
 
-TEMPORAL_REPEAT = True
 SMOOTH_ROWS = 3  # rows above and below whose filled pixels a filled pixel is averaged with (bench/viewing.py)
 FILL_FRAMES = 4  # frames before and after a frame whose pictures fill its holes (render.fill_frames' default)
 # A candidate's depth must be within this (near map units) of the background beside the hole, and this much farther
@@ -40,7 +39,10 @@ BACKGROUND_PX = 2  # the background's depth is read this far from the hole, away
 # bench's moving camera: 18.4 against 17.9 dB at 0.3).
 ANCHOR_PCT = 3.0
 AGREE_GREY = 10.0  # two candidates agree when their colours differ by less than this, mean over channels (of 255)
-MOTION_WIDTH = 480  # frames are compared at this width (or less) to find the background's motion between them
+# Frames are compared at this width (or less) to find the background's motion between them (DIS at its ultrafast
+# preset: ~2 ms a pair; at 480 px and the fast preset the moving camera's holes scored 0.2-0.4 dB better, for 4x the
+# time).
+MOTION_WIDTH = 320
 STILL_PX = 0.1  # background motion below this between two frames is taken as none (noise of a still camera)
 STILL_GREY = 1.5  # ...and so where most of the farther half changed less than this (median, grey levels of 255)
 CUT_CHANGE = 0.25  # a picture change above this between two frames (mean grey level, 0..1) is a cut
@@ -62,19 +64,18 @@ def fill_holes(view: np.ndarray, holes: np.ndarray, positions: np.ndarray, sourc
         scratch = np.empty_like(view)
     if neighbours is not None and neighbours.count:
         top = float(np.iinfo(view.dtype).max)
-        moves = _run_moves(runs, positions, mirrored, neighbours.steps, neighbours.flows, neighbours.first_flow,
+        moves = _run_moves(runs, positions, mirrored, neighbours.steps, neighbours.flows, neighbours.pair_slots,
                            ANCHOR_PCT / 100.0 * view.shape[1])  # fmt: skip
         _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, neighbours.current_near,
-                              neighbours.frames, neighbours.nears, np.float32(AGREE_GREY * top / 255.0))  # fmt: skip
-        frames = neighbours.frames
+                              neighbours.frames, neighbours.nears, neighbours.slots,
+                              np.float32(AGREE_GREY * top / 255.0))  # fmt: skip
+        frames, slots = neighbours.frames, neighbours.slots
     else:
         moves = np.zeros((len(runs), 0, 2))
-        frames = np.empty((0, *source.shape), source.dtype)
-    if not TEMPORAL_REPEAT:
-        frames = frames[:0]
-    _repeat_background(holes, runs, positions, source, mirrored, scratch, frames, moves,
+        frames, slots = source[None], np.zeros(0, np.int64)
+    _repeat_background(holes, runs, positions, source, mirrored, scratch, frames, slots, moves,
                        neighbours.current_near if neighbours is not None else np.zeros((1, 1), np.float32),
-                       neighbours.nears if neighbours is not None else np.zeros((0, 1, 1), np.float32))  # fmt: skip
+                       neighbours.nears if neighbours is not None else np.zeros((1, 1, 1), np.float32))  # fmt: skip
     _smooth_columns(view, holes, runs, scratch, SMOOTH_ROWS)
 
 
@@ -96,18 +97,20 @@ def hole_runs(holes: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Neighbours:
-    """The frames around one frame that its holes may be filled from: ``frames`` [n, H, W, C] and their near maps
-    ``nears`` [n, h, w], ``steps`` [n] frames after this one (negative: before), tried nearest in time first (the
-    earlier of two equally near). ``flows`` [m, fh, fw, 2] is the optical flow (px of the flow's own size) from
-    each frame to the next, from ``first_flow`` frames after this one on (an all-zero field where the camera
-    stood still). Frames of another shot are not among them."""
+    """The frames around one frame that its holes may be filled from: neighbour ``k`` is ``steps[k]`` frames after
+    this one (negative: before), its picture ``frames[slots[k]]`` and near map ``nears[slots[k]]`` (the window's
+    ring of frames, shared, not copied), tried nearest in time first (the earlier of two equally near). To reach
+    it from the neighbour before it on its side, the background moves by the optical flow ``flows[pair_slots[k]]``
+    (px of the flow's own size; all zero where the camera stood still). Frames of another shot are not among
+    them."""
 
     current_near: np.ndarray
     frames: np.ndarray
     nears: np.ndarray
+    slots: np.ndarray
     steps: np.ndarray
     flows: np.ndarray
-    first_flow: int
+    pair_slots: np.ndarray
 
     @property
     def count(self) -> int:
@@ -117,7 +120,8 @@ class Neighbours:
 class FrameWindow:
     """The frames ``reach`` before and after the frame being rendered, as a render job walks through a video:
     ``push`` each frame with its near map, in order; ``neighbours(index)`` then gives what fills the holes of
-    frame ``index`` once the frames ``reach`` after it are in (or the video has ended: ``close``).
+    frame ``index`` once the frames ``reach`` after it are in (or the video has ended: ``close``). Frames, near
+    maps and flows live in rings of ``2 * reach + 1`` (frame ``i`` in slot ``i % size``): each is copied once.
 
     Between consecutive frames the window keeps the optical flow (OpenCV's DIS, on grey frames at most
     ``MOTION_WIDTH`` wide). Where the flow over the farther half of the frame (by its near map: mostly scenery
@@ -131,29 +135,43 @@ class FrameWindow:
 
     def __init__(self, reach: int = FILL_FRAMES):
         self.reach = reach
-        self._slots: deque = deque()  # (index, frame, near, grey, thumbnail) in order
-        self._flows: dict[int, np.ndarray | None] = {}  # flow from frame i to i + 1 (None: a cut)
-        self._dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_FAST)
+        self.size = 2 * reach + 1
+        self._indices: deque = deque()  # the frames in the rings, in order
+        self._frames = self._nears = self._flows = None  # the rings, made at the first frame
+        self._greys: dict[int, np.ndarray] = {}
+        self._cuts: dict[int, bool] = {}  # frame i -> whether a cut lies between it and i + 1
+        self._dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_ULTRAFAST)
         self._ended = False
 
     def push(self, index: int, frame: np.ndarray, near: np.ndarray) -> None:
         """Adds frame ``index`` (the next one) with its near map, and forgets frames no longer within reach of any
         frame still to be rendered."""
         grey = _grey(frame)
-        thumb = thumbnail(frame if frame.dtype == np.uint8 else (frame >> 8).astype(np.uint8))
         near = np.asarray(near, np.float32)
-        if self._slots and self._slots[-1][0] == index - 1:
-            previous = self._slots[-1]
-            cut = picture_change(previous[4], thumb) > CUT_CHANGE
-            self._flows[index - 1] = None if cut else _flow(self._dis, previous[3], grey, previous[2])
-        self._slots.append((index, frame, near, grey, thumb))
-        while len(self._slots) > 2 * self.reach + 1:
-            gone = self._slots.popleft()
-            self._flows.pop(gone[0], None)
+        if self._frames is None or self._frames.shape[1:] != frame.shape or self._nears.shape[1:] != near.shape:
+            self._frames = np.empty((self.size, *frame.shape), frame.dtype)
+            self._nears = np.empty((self.size, *near.shape), np.float32)
+            self._flows = np.zeros((self.size, *grey.shape, 2), np.float32)
+        slot = index % self.size
+        self._frames[slot] = frame
+        self._nears[slot] = near
+        previous = index - 1
+        if previous in self._greys:
+            before = self._greys[previous]
+            cut = picture_change(_thumb(before), _thumb(grey)) > CUT_CHANGE
+            self._cuts[previous] = cut
+            if not cut:
+                self._flows[previous % self.size] = _flow(self._dis, before, grey, self._nears[previous % self.size])
+        self._greys[index] = grey
+        self._indices.append(index)
+        while len(self._indices) > self.size:
+            gone = self._indices.popleft()
+            self._greys.pop(gone, None)
+            self._cuts.pop(gone, None)
 
     def ready(self, index: int) -> bool:
         """Whether frame ``index``'s neighbours are all in."""
-        return self._ended or (bool(self._slots) and self._slots[-1][0] >= index + self.reach)
+        return self._ended or (bool(self._indices) and self._indices[-1] >= index + self.reach)
 
     def close(self) -> None:
         """The video has ended: the last frames have no neighbours after them."""
@@ -161,32 +179,26 @@ class FrameWindow:
 
     def neighbours(self, index: int) -> Neighbours:
         """The neighbours of frame ``index`` (which must be in the window)."""
-        slots = {slot[0]: slot for slot in self._slots}
-        current = slots[index]
-        chosen = []
-        reach = {-1: 0, 1: 0}
+        held = set(self._indices)
+        chosen, pairs = [], {}
         for direction in (-1, 1):
             for step in range(1, self.reach + 1):
                 other = index + direction * step
-                if other not in slots or self._flows.get(min(other, other - direction)) is None:
+                pair = min(other, other - direction)  # the pair (pair, pair + 1) crossed to reach it
+                if other not in held or self._cuts.get(pair, True):
                     break  # the window's edge, or a cut
                 chosen.append(direction * step)
-                reach[direction] = step
+                pairs[direction * step] = pair % self.size
         chosen.sort(key=lambda k: (abs(k), k))
-        first = index - reach[-1]
-        pairs = [self._flows[i] for i in range(first, index + reach[1])]
-        grey = current[3]
-        flows = np.stack(pairs) if pairs else np.zeros((0, *grey.shape, 2), np.float32)
-        frame, near = current[1], current[2]
-        frames = [slots[index + k][1] for k in chosen]
         return Neighbours(
-            current_near=near,
-            frames=np.stack(frames) if chosen else np.empty((0, *frame.shape), frame.dtype),
-            nears=np.stack([slots[index + k][2] for k in chosen]) if chosen else np.empty((0, *near.shape), np.float32),
+            current_near=self._nears[index % self.size],
+            frames=self._frames,
+            nears=self._nears,
+            slots=np.array([(index + k) % self.size for k in chosen], np.int64),
             steps=np.array(chosen, np.int64),
-            flows=flows,
-            first_flow=-reach[-1],
-        )  # fmt: skip
+            flows=self._flows,
+            pair_slots=np.array([pairs[k] for k in chosen], np.int64),
+        )
 
 
 def windowed(items, reach: int, first: int, end: int):
@@ -209,14 +221,22 @@ def windowed(items, reach: int, first: int, end: int):
 
 
 def _grey(frame: np.ndarray) -> np.ndarray:
-    """The frame in grey (8 bits) at most ``MOTION_WIDTH`` wide, for the optical flow."""
+    """The frame in grey (8 bits) at most ``MOTION_WIDTH`` wide, for the optical flow: halved while twice as wide
+    (fast), then area-reduced."""
     if frame.dtype != np.uint8:
         frame = (frame >> 8).astype(np.uint8)
-    height, width = frame.shape[:2]
-    if width > MOTION_WIDTH:
-        frame = cv2.resize(frame, (MOTION_WIDTH, max(1, round(height * MOTION_WIDTH / width))),
-                           interpolation=cv2.INTER_AREA)  # fmt: skip
-    return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY) if frame.ndim == 3 else frame
+    grey = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY) if frame.ndim == 3 else frame
+    while grey.shape[1] >= 2 * MOTION_WIDTH:
+        grey = cv2.pyrDown(grey)
+    if grey.shape[1] > MOTION_WIDTH:
+        height = max(1, round(grey.shape[0] * MOTION_WIDTH / grey.shape[1]))
+        grey = cv2.resize(grey, (MOTION_WIDTH, height), interpolation=cv2.INTER_AREA)
+    return grey
+
+
+def _thumb(grey: np.ndarray) -> np.ndarray:
+    """A small grey picture (0..1) to tell a cut by (``stereo3d.stereo.cuts``' size)."""
+    return cv2.resize(grey, THUMB_SIZE, interpolation=cv2.INTER_AREA).astype(np.float32) * np.float32(1 / 255)
 
 
 def _flow(dis, previous: np.ndarray, current: np.ndarray, near: np.ndarray) -> np.ndarray:
@@ -264,7 +284,7 @@ def _flow_at(flow, y, x, height, width):
 
 
 @njit(nogil=True, cache=True)
-def _run_moves(runs, positions, mirrored, steps, flows, first_flow, anchor_px):
+def _run_moves(runs, positions, mirrored, steps, flows, pair_slots, anchor_px):
     """Where each run's background goes in each neighbour ([runs, neighbours, 2]: x, y px): its anchor
     (``anchor_px`` into the background beside the run) followed through the flows, one frame at a time, outward."""
     height, width = positions.shape
@@ -286,8 +306,7 @@ def _run_moves(runs, positions, mirrored, steps, flows, first_flow, anchor_px):
                         reached = k
                 if reached < 0:
                     break
-                pair = (step - 1 if direction > 0 else -step) - first_flow
-                motion = _flow_at(flows[pair], ay, ax, height, width)
+                motion = _flow_at(flows[pair_slots[reached]], ay, ax, height, width)
                 ax += direction * motion[0]
                 ay += direction * motion[1]
                 moves[run, reached, 0] = ax - anchor_x
@@ -296,14 +315,14 @@ def _run_moves(runs, positions, mirrored, steps, flows, first_flow, anchor_px):
 
 
 @njit(nogil=True, cache=True)
-def _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, near, frames, nears, agree):
+def _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, near, frames, nears, slots, agree):
     """Each hole pixel with two agreeing candidates from the neighbouring ``frames`` takes their mean and is marked
     2 in ``holes``. Each pixel of a run looks where its hidden position goes as the run's background moves
     (``moves``, from ``_run_moves``)."""
     height, width = holes.shape
     channels = view.shape[2]
     top = np.float32(np.iinfo(view.dtype).max)
-    count = frames.shape[0]
+    count = len(slots)
     candidates = np.empty((count, channels), np.float32)
     away = 1 if mirrored else -1  # from a hole towards its background side
     for run in range(runs.shape[0]):
@@ -323,7 +342,8 @@ def _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, near, f
                 cy = y + moves[run, index, 1]
                 if cx < 0 or cx > width - 1 or cy < 0 or cy > height - 1:
                     continue
-                there = _near_at(nears[index], cy, cx, height, width)
+                slot = slots[index]
+                there = _near_at(nears[slot], cy, cx, height, width)
                 if abs(there - background) >= BACKGROUND_TOLERANCE or there > occluder - OCCLUDER_MARGIN:
                     continue
                 # Bilinear sample of the neighbour at (cx, cy).
@@ -331,8 +351,8 @@ def _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, near, f
                 x1, y1 = min(x0 + 1, width - 1), min(y0 + 1, height - 1)
                 fx, fy = np.float32(cx - x0), np.float32(cy - y0)
                 for c in range(channels):
-                    a = np.float32(frames[index, y0, x0, c]) * (1 - fx) + np.float32(frames[index, y0, x1, c]) * fx
-                    b = np.float32(frames[index, y1, x0, c]) * (1 - fx) + np.float32(frames[index, y1, x1, c]) * fx
+                    a = np.float32(frames[slot, y0, x0, c]) * (1 - fx) + np.float32(frames[slot, y0, x1, c]) * fx
+                    b = np.float32(frames[slot, y1, x0, c]) * (1 - fx) + np.float32(frames[slot, y1, x1, c]) * fx
                     candidates[found, c] = a * (1 - fy) + b * fy
                 # Does it agree with an earlier one?
                 match = -1
@@ -378,7 +398,7 @@ def _scan_runs(holes, words, runs):
 
 
 @njit(nogil=True, cache=True)
-def _repeat_background(holes, runs, positions, source, mirrored, out, frames, moves, near, nears):
+def _repeat_background(holes, runs, positions, source, mirrored, out, frames, slots, moves, near, nears):
     """Each hole pixel's repeat of its run's background-side source pixel, into ``out`` (hole pixels only): the
     median of that pixel in this frame and, where ``frames`` around it are given, in each of them where the run's
     background went (``moves``) and the depth there is still the background's (``nears`` against ``near``). A
@@ -386,7 +406,7 @@ def _repeat_background(holes, runs, positions, source, mirrored, out, frames, mo
     or two, not the median."""
     height, width = holes.shape
     channels = source.shape[2]
-    count = frames.shape[0]
+    count = len(slots)
     values = np.empty(count + 1, np.float32)
     for run in range(runs.shape[0]):
         y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
@@ -405,8 +425,9 @@ def _repeat_background(holes, runs, positions, source, mirrored, out, frames, mo
                 row = int(np.floor(y + moves[run, k, 1] + 0.5))
                 col = int(np.floor(column + moves[run, k, 0] + 0.5))
                 if 0 <= row < height and 0 <= col < width:
-                    if abs(_near_at(nears[k], row, col, height, width) - background) < BACKGROUND_TOLERANCE:
-                        values[taken] = frames[k, row, col, c]
+                    slot = slots[k]
+                    if abs(_near_at(nears[slot], row, col, height, width) - background) < BACKGROUND_TOLERANCE:
+                        values[taken] = frames[slot, row, col, c]
                         taken += 1
             value = _median(values, taken)
             for target in range(start, end):
