@@ -38,12 +38,11 @@ def refuse_symlinks(src, dst, *args, **kwargs):
 
 def convert(root: Path, model: Path, lines: list[str]) -> dict:
     from stereo3d.io.probe import probe_video
-    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.depth import estimate_depth, estimate_first_frames
     from stereo3d.stages.join import join_segments
     from stereo3d.stages.near_maps import make_near_maps
     from stereo3d.stages.near_plan import make_near_plan
-    from stereo3d.stages.render import EncodeSettings, render_video
-    from stereo3d.stereo.warp import StereoSettings
+    from stereo3d.stages.render import EncodeSettings, RenderSettings, render_video
     from stereo3d.workflow.library import discover
     from stereo3d.workflow.sources import Sources
 
@@ -54,14 +53,19 @@ def convert(root: Path, model: Path, lines: list[str]) -> dict:
     source = Sources(root / "work").link(video, path)
     probe = probe_video(source)
     depth = work / "depth.zarr"
-    estimate_depth(source, probe, model, depth, batch=4, stop_after=32)  # a job stopped after one chunk...
+    estimate_first_frames(source, probe, model, depth, 32, batch=4)  # a job stopped after one chunk...
     estimate_depth(source, probe, model, depth, batch=4)  # ...and continued
     settings = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.method": "ema", "stabilise.ema_alpha": 0.5,
                 "stabilise.cut_threshold": 0.25}  # fmt: skip
     make_near_plan([depth], work / "plan.npz", settings)
     make_near_maps(source, probe, depth, work / "near.zarr", settings, plan=work / "plan.npz")
-    render_video(source, probe, work / "near.zarr", work / "render.mkv", StereoSettings(), "full_sbs",
-                 EncodeSettings(preset="ultrafast"))  # fmt: skip
+    render_video(
+        source,
+        probe,
+        work / "near.zarr",
+        work / "render.mkv",
+        RenderSettings(encode=EncodeSettings(preset="ultrafast")),
+    )
     result = root / "results" / video / f"{video}_LRF_Full_SBS.mp4"
     result.parent.mkdir(parents=True)
     join_segments([work / "render.mkv"], [0], source, result, probe)
