@@ -67,8 +67,12 @@ class Targets:
     def near_key(self, video: str) -> str:
         return self.settings[video].near_key()
 
-    def render_settings(self, video: str) -> RenderSettings:
-        return self.settings[video].render(self.shape(video))
+    def render_settings(self, video: str, shape: VideoShape | None = None) -> RenderSettings:
+        """The video's render settings, built from its sections (config.yaml with its sheet row over them): the
+        render rules' params, its render key. ``shape``: from a probe on disk (prune), else asked of its probe."""
+        shape = shape if shape is not None else self.shape(video)
+        video_settings = self.settings[video]
+        return RenderSettings.from_sections(video_settings.sections, bars=video_settings.has_bars(shape))
 
     def render_params(self, wildcards) -> dict:
         """The render rules' params: the video's ``RenderSettings`` by their dotted config keys, for the job of the
@@ -81,7 +85,7 @@ class Targets:
         return settings.params()
 
     def render_key(self, video: str) -> str:
-        return self.settings[video].render_key(self.shape(video))
+        return render_key(self.render_settings(video))
 
     def stabiliser(self, video: str) -> Stabiliser:
         return self.settings[video].stabiliser
@@ -135,7 +139,7 @@ class Targets:
             kept[video] = {
                 "dkey": settings.depth_key(shape),
                 "nkey": settings.near_key(),
-                "rkey": settings.render_key(shape),
+                "rkey": render_key(self.render_settings(video, shape)),
                 "plan": settings.stabiliser.plan is not None,
             }
         return kept

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from stereo3d.models.da3.tiers import export_shape
 from stereo3d.stabilisers import Stabiliser, get_stabiliser
 from stereo3d.stages.probe import picture_of
-from stereo3d.stages.render import RenderSettings
 from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.stereo.warp import StereoSettings
@@ -94,13 +93,10 @@ class VideoSettings:
         method = self.stabiliser
         return list(method.models(self.near())) if method.models else []
 
-    # --- render -------------------------------------------------------------------------------------------------
-    def render(self, shape: VideoShape | None) -> RenderSettings:
-        """The render stage's settings (with ``render.bars`` where the video's picture does not fill its frame)."""
-        return RenderSettings.from_sections(self.sections, bars=self.picture(shape) is not None)  # built there
-
-    def render_key(self, shape: VideoShape | None) -> str:
-        return keys.render_key(self.render(shape))
+    # --- render (the render stage's settings: stereo3d.workflow.targets.Targets.render_settings) ----------------
+    def has_bars(self, shape: VideoShape | None) -> bool:
+        """Whether the video's render works on a picture inside bars (``render.bars`` is then one of its keys)."""
+        return self.picture(shape) is not None
 
     def stereo(self) -> StereoSettings:
         """The renderer's geometry alone (what the QC figures and the preview grid draw with; the layout, the

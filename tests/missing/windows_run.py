@@ -43,7 +43,6 @@ def convert(root: Path, model: Path, lines: list[str]) -> dict:
     from stereo3d.stages.near_maps import make_near_maps
     from stereo3d.stages.near_plan import make_near_plan
     from stereo3d.stages.render import EncodeSettings, RenderSettings, render_video
-    from stereo3d.stereo.warp import StereoSettings
     from stereo3d.workflow.library import discover
     from stereo3d.workflow.sources import Sources
 
@@ -60,8 +59,13 @@ def convert(root: Path, model: Path, lines: list[str]) -> dict:
                 "stabilise.cut_threshold": 0.25}  # fmt: skip
     make_near_plan([depth], work / "plan.npz", settings)
     make_near_maps(source, probe, depth, work / "near.zarr", settings, plan=work / "plan.npz")
-    settings = RenderSettings(stereo=StereoSettings(), layout="full_sbs", encode=EncodeSettings(preset="ultrafast"))
-    render_video(source, probe, work / "near.zarr", work / "render.mkv", settings)
+    render_video(
+        source,
+        probe,
+        work / "near.zarr",
+        work / "render.mkv",
+        RenderSettings(encode=EncodeSettings(preset="ultrafast")),
+    )
     result = root / "results" / video / f"{video}_LRF_Full_SBS.mp4"
     result.parent.mkdir(parents=True)
     join_segments([work / "render.mkv"], [0], source, result, probe)
