@@ -19,6 +19,7 @@ Both run on the CPU for either render device, so the GPU and the CPU fill the sa
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import cv2
@@ -121,7 +122,8 @@ class FrameWindow:
     """The frames ``reach`` before and after the frame being rendered, as a render job walks through a video:
     ``push`` each frame with its near map, in order; ``neighbours(index)`` then gives what fills the holes of
     frame ``index`` once the frames ``reach`` after it are in (or the video has ended: ``close``). Frames, near
-    maps and flows live in rings of ``2 * reach + 1`` (frame ``i`` in slot ``i % size``): each is copied once.
+    maps and flows live in rings of ``2 * reach + 2`` (frame ``i`` in slot ``i % size``): each is copied once, and
+    the next frame may be pushed while the neighbours of the frame ``reach`` before it are in use (``windowed``).
 
     Between consecutive frames the window keeps the optical flow (OpenCV's DIS, on grey frames at most
     ``MOTION_WIDTH`` wide). Where the flow over the farther half of the frame (by its near map: mostly scenery
@@ -135,7 +137,7 @@ class FrameWindow:
 
     def __init__(self, reach: int = FILL_FRAMES):
         self.reach = reach
-        self.size = 2 * reach + 1
+        self.size = 2 * reach + 2
         self._indices: deque = deque()  # the frames in the rings, in order
         self._frames = self._nears = self._flows = None  # the rings, made at the first frame
         self._greys: dict[int, np.ndarray] = {}
@@ -204,16 +206,35 @@ class FrameWindow:
 def windowed(items, reach: int, first: int, end: int):
     """Frames with their neighbours: ``items`` yields ``(index, frame, near)`` in order, from up to ``reach`` frames
     before ``first`` to up to ``reach`` frames after ``end`` (fewer at the video's ends); yields ``(index, frame,
-    near, neighbours)`` for every index in ``first .. end - 1``, as soon as its neighbours are in."""
+    near, neighbours)`` for every index in ``first .. end - 1``, as soon as its neighbours are in (None where
+    ``reach`` is 0: nothing to fill from).
+
+    Each frame is pushed into the window on a thread of its own while the caller renders the frames before it
+    (the push's optical flow and copies are serial work that would leave the other render threads idle); the
+    neighbours are taken between pushes, so the window is never read while it changes."""
+    if reach <= 0:
+        for index, frame, near in items:
+            if first <= index < end:
+                yield index, frame, near, None
+        return
     window = FrameWindow(reach)
     pending: deque = deque()
-    for index, frame, near in items:
-        window.push(index, frame, near)
-        if first <= index < end:
-            pending.append((index, frame, near))
-        while pending and window.ready(pending[0][0]):
-            done = pending.popleft()
-            yield (*done, window.neighbours(done[0]))
+    with ThreadPoolExecutor(1, thread_name_prefix="fill-window") as pusher:
+        pushing = None
+        for index, frame, near in items:
+            if pushing is not None:
+                pushing.result()  # the frame before is in: its neighbours may be read
+            ready = []
+            while pending and window.ready(pending[0][0]):
+                done = pending.popleft()
+                ready.append((*done, window.neighbours(done[0])))
+            # Frame ``index`` goes into the slot of frame ``index - size``, which no frame in ``ready`` uses.
+            pushing = pusher.submit(window.push, index, frame, near)
+            if first <= index < end:
+                pending.append((index, frame, near))
+            yield from ready
+        if pushing is not None:
+            pushing.result()
     window.close()
     while pending:
         done = pending.popleft()
@@ -222,12 +243,13 @@ def windowed(items, reach: int, first: int, end: int):
 
 def _grey(frame: np.ndarray) -> np.ndarray:
     """The frame in grey (8 bits) at most ``MOTION_WIDTH`` wide, for the optical flow: halved while twice as wide
-    (fast), then area-reduced."""
+    (a bilinear resize to exactly half is the mean of each 2 x 2 block, and OpenCV's fastest reduction), then
+    area-reduced; grey once the frame is small."""
     if frame.dtype != np.uint8:
         frame = (frame >> 8).astype(np.uint8)
+    while frame.shape[1] >= 2 * MOTION_WIDTH:
+        frame = cv2.resize(frame, (frame.shape[1] // 2, frame.shape[0] // 2), interpolation=cv2.INTER_LINEAR)
     grey = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY) if frame.ndim == 3 else frame
-    while grey.shape[1] >= 2 * MOTION_WIDTH:
-        grey = cv2.pyrDown(grey)
     if grey.shape[1] > MOTION_WIDTH:
         height = max(1, round(grey.shape[0] * MOTION_WIDTH / grey.shape[1]))
         grey = cv2.resize(grey, (MOTION_WIDTH, height), interpolation=cv2.INTER_AREA)
@@ -244,16 +266,26 @@ def _flow(dis, previous: np.ndarray, current: np.ndarray, near: np.ndarray) -> n
     the median flow over the farther half of the first frame, by its near map, under ``STILL_PX`` of the frame."""
     if previous.shape[0] < 8 or previous.shape[1] < 8:  # DIS needs a few patches
         return np.zeros((*previous.shape, 2), np.float32)
-    small = cv2.resize(near, (previous.shape[1], previous.shape[0]), interpolation=cv2.INTER_AREA)
+    small = cv2.resize(near, (previous.shape[1], previous.shape[0]), interpolation=cv2.INTER_LINEAR)
     far = small <= np.median(small)
     # The camera stood still where the farther half of the picture did not change (a few grey levels of noise).
-    change = cv2.absdiff(previous, current)
-    if float(np.median(change[far])) < STILL_GREY:
+    if _median_grey(cv2.absdiff(previous, current)[far]) < STILL_GREY:
         return np.zeros((*previous.shape, 2), np.float32)
     field = dis.calc(previous, current, None)
     if np.hypot(*(np.median(field[..., axis][far]) for axis in (0, 1))) < STILL_PX * previous.shape[1] / MOTION_WIDTH:
         field[...] = 0.0
     return field
+
+
+def _median_grey(values: np.ndarray) -> float:
+    """``np.median`` of 8-bit values, from their histogram (a few times faster than sorting them)."""
+    counts = np.cumsum(np.bincount(values, minlength=256))
+    total = int(counts[-1])
+    if not total:
+        return float("nan")
+    low = int(np.searchsorted(counts, (total - 1) // 2, side="right"))
+    high = int(np.searchsorted(counts, total // 2, side="right"))
+    return (low + high) / 2
 
 
 @njit(nogil=True, cache=True)
@@ -275,12 +307,11 @@ def _flow_at(flow, y, x, height, width):
     y0, x0 = int(fy), int(fx)
     y1, x1 = min(y0 + 1, fh - 1), min(x0 + 1, fw - 1)
     wy, wx = fy - y0, fx - x0
-    out = np.empty(2)
-    for axis in range(2):
-        a = flow[y0, x0, axis] * (1 - wx) + flow[y0, x1, axis] * wx
-        b = flow[y1, x0, axis] * (1 - wx) + flow[y1, x1, axis] * wx
-        out[axis] = (a * (1 - wy) + b * wy) / (sx if axis == 0 else sy)
-    return out
+    a = flow[y0, x0, 0] * (1 - wx) + flow[y0, x1, 0] * wx
+    b = flow[y1, x0, 0] * (1 - wx) + flow[y1, x1, 0] * wx
+    c = flow[y0, x0, 1] * (1 - wx) + flow[y0, x1, 1] * wx
+    d = flow[y1, x0, 1] * (1 - wx) + flow[y1, x1, 1] * wx
+    return (a * (1 - wy) + b * wy) / sx, (c * (1 - wy) + d * wy) / sy  # (a tuple: no allocation per call)
 
 
 @njit(nogil=True, cache=True)
@@ -306,9 +337,9 @@ def _run_moves(runs, positions, mirrored, steps, flows, pair_slots, anchor_px):
                         reached = k
                 if reached < 0:
                     break
-                motion = _flow_at(flows[pair_slots[reached]], ay, ax, height, width)
-                ax += direction * motion[0]
-                ay += direction * motion[1]
+                motion_x, motion_y = _flow_at(flows[pair_slots[reached]], ay, ax, height, width)
+                ax += direction * motion_x
+                ay += direction * motion_y
                 moves[run, reached, 0] = ax - anchor_x
                 moves[run, reached, 1] = ay - y
     return moves
@@ -408,6 +439,7 @@ def _repeat_background(holes, runs, positions, source, mirrored, out, frames, sl
     channels = source.shape[2]
     count = len(slots)
     values = np.empty(count + 1, np.float32)
+    places = np.empty((count, 3), np.int64)  # (slot, row, column) of each neighbour's background pixel
     for run in range(runs.shape[0]):
         y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
         # The background side: left in the left view, right in the right view; a run at the frame's edge on that
@@ -418,18 +450,19 @@ def _repeat_background(holes, runs, positions, source, mirrored, out, frames, sl
             column = width - 1 if end == width else int(np.floor(positions[y, end] + np.float32(0.5)))
         column = min(max(column, 0), width - 1)
         background = _near_at(near, y, column, height, width) if count else np.float32(0.0)
+        found = 0  # the neighbours that still show the background there (the same for every channel)
+        for k in range(count):
+            row = int(np.floor(y + moves[run, k, 1] + 0.5))
+            col = int(np.floor(column + moves[run, k, 0] + 0.5))
+            if 0 <= row < height and 0 <= col < width:
+                if abs(_near_at(nears[slots[k]], row, col, height, width) - background) < BACKGROUND_TOLERANCE:
+                    places[found, 0], places[found, 1], places[found, 2] = slots[k], row, col
+                    found += 1
         for c in range(channels):
             values[0] = source[y, column, c]
-            taken = 1
-            for k in range(count):
-                row = int(np.floor(y + moves[run, k, 1] + 0.5))
-                col = int(np.floor(column + moves[run, k, 0] + 0.5))
-                if 0 <= row < height and 0 <= col < width:
-                    slot = slots[k]
-                    if abs(_near_at(nears[slot], row, col, height, width) - background) < BACKGROUND_TOLERANCE:
-                        values[taken] = frames[slot, row, col, c]
-                        taken += 1
-            value = _median(values, taken)
+            for k in range(found):
+                values[k + 1] = frames[places[k, 0], places[k, 1], places[k, 2], c]
+            value = _median(values, found + 1)
             for target in range(start, end):
                 if holes[y, target] == 1:  # (2: filled from another frame)
                     out[y, target, c] = value
@@ -453,31 +486,42 @@ def _smooth_columns(view, holes, runs, repeated, radius):
     """Each hole pixel (1) of ``view`` becomes the mean (rounded) of the pixels of its column within ``radius`` rows
     that were filled from other frames (2) where there are any (a pixel that found no two agreeing frames, amid
     pixels that did, takes what they found rather than stand out as a speck), else of the ``repeated`` values of
-    the hole pixels (1) there."""
-    height = holes.shape[0]
+    the hole pixels (1) there. A run's rows are read along the run (the frame's memory order)."""
+    height, width = holes.shape
     channels = view.shape[2]
-    total = np.zeros(channels, np.int64)
+    # Per column of a run: the count and sum of the pixels filled from other frames (2), and of the repeats (1).
+    found = np.zeros(width, np.int64)
+    repeats = np.zeros(width, np.int64)
+    found_total = np.zeros((width, channels), np.int64)
+    repeat_total = np.zeros((width, channels), np.int64)
     for run in range(runs.shape[0]):
-        y = runs[run, 0]
-        for x in range(runs[run, 1], runs[run, 2]):
+        y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
+        for x in range(start, end):
+            found[x] = repeats[x] = 0
+            for c in range(channels):
+                found_total[x, c] = repeat_total[x, c] = 0
+        for row in range(max(0, y - radius), min(height, y + radius + 1)):
+            for x in range(start, end):
+                kind = holes[row, x]
+                if kind == 2:
+                    found[x] += 1
+                    for c in range(channels):
+                        found_total[x, c] += view[row, x, c]
+                elif kind == 1:
+                    repeats[x] += 1
+                    for c in range(channels):
+                        repeat_total[x, c] += repeated[row, x, c]
+        for x in range(start, end):
             if holes[y, x] != 1:
                 continue
-            top, bottom = max(0, y - radius), min(height, y + radius + 1)
-            found = 0
-            for row in range(top, bottom):
-                if holes[row, x] == 2:
-                    found += 1
+            count, totals = (found[x], found_total) if found[x] else (repeats[x], repeat_total)
             for c in range(channels):
-                total[c] = 0
-            count = 0
-            for row in range(top, bottom):
-                if found and holes[row, x] == 2:
-                    count += 1
-                    for c in range(channels):
-                        total[c] += view[row, x, c]
-                elif not found and holes[row, x] == 1:
-                    count += 1
-                    for c in range(channels):
-                        total[c] += repeated[row, x, c]
-            for c in range(channels):
-                view[y, x, c] = (total[c] + count // 2) // count
+                view[y, x, c] = _rounded_mean(totals[x, c], count)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _rounded_mean(total, count):
+    """``(total + count // 2) // count`` for a non-negative total and a small count, by a multiplication (an integer
+    division per pixel and channel cost more than the rest of the smoothing): the quotient's fraction is 0 or at
+    least 1 / count, so the 1e-9 that covers the float's rounding never reaches the next integer."""
+    return np.int64((total + count // 2) * (1.0 / count) + 1e-9)

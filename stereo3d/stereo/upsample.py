@@ -55,7 +55,7 @@ def _pick(enlarged, small, frame, threshold):
     height, width = enlarged.shape
     rows, cols = small.shape
     channels = frame.shape[2]
-    colours = np.zeros((rows, cols, channels), np.float32)
+    colours = np.empty((rows, cols, channels), np.float32)  # each sample's colour, once ``known``
     known = np.zeros((rows, cols), np.bool_)
     # Each frame row and column's map cell, as OpenCV's bilinear resize places them: between the samples i and
     # i + 1 around (y + 0.5) * rows / height - 0.5, clamped at the borders (cells -1 .. rows - 1, stored from 0).
@@ -76,26 +76,33 @@ def _pick(enlarged, small, frame, threshold):
     # The frame rows and columns of each cell (contiguous: the cells increase along the frame).
     row_start, row_end = _spans(row_cell, rows + 1)
     col_start, col_end = _spans(col_cell, cols + 1)
+    values = np.empty(4, small.dtype)
+    samples = np.empty((4, channels), np.float64)
     for ci in range(rows + 1):
         i0, i1 = max(ci - 1, 0), min(ci, rows - 1)
         for cj in range(cols + 1):
             if not edge[ci, cj]:
                 continue
             j0, j1 = max(cj - 1, 0), min(cj, cols - 1)
+            # The cell's four samples (top left, top right, bottom left, bottom right) and their colours.
+            for k in range(4):
+                i = i0 if k < 2 else i1
+                j = j0 if k % 2 == 0 else j1
+                if not known[i, j]:
+                    _sample_colour(frame, i, j, rows, cols, colours[i, j])
+                    known[i, j] = True
+                values[k] = small[i, j]
+                for channel in range(channels):
+                    samples[k, channel] = colours[i, j, channel]
             for y in range(row_start[ci], row_end[ci]):
                 for x in range(col_start[cj], col_end[cj]):
-                    best, value = -1.0, small[i0, j0]
+                    best, value = -1.0, values[0]
                     for k in range(4):
-                        i = i0 if k < 2 else i1
-                        j = j0 if k % 2 == 0 else j1
-                        if not known[i, j]:
-                            _sample_colour(frame, i, j, rows, cols, colours[i, j])
-                            known[i, j] = True
                         distance = 0.0
                         for channel in range(channels):
-                            distance += abs(float(frame[y, x, channel]) - float(colours[i, j, channel]))
+                            distance += abs(float(frame[y, x, channel]) - samples[k, channel])
                         if best < 0 or distance < best:
-                            best, value = distance, small[i, j]
+                            best, value = distance, values[k]
                     enlarged[y, x] = value
 
 

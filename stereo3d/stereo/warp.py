@@ -361,11 +361,16 @@ class Renderer:
             for function, *arguments in calls:
                 function(*arguments)
             return
-        pending = [self._pool.submit(*call) for call in calls[1:]]
+        pending = [(self._pool.submit(*call), call) for call in calls[1:]]
         function, *arguments = calls[0]
         function(*arguments)
-        for job in pending:
-            job.result()
+        # The calling thread then takes, from the back, the calls that no worker has started.
+        for job, (function, *arguments) in reversed(pending):
+            if job.cancel():
+                function(*arguments)
+        for job, _ in pending:
+            if not job.cancelled():
+                job.result()
 
     def _view_maps(self, index: int, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         """The source positions (float32 px) and disocclusions (uint8) of view ``index`` at ``shape``, kept from
@@ -389,8 +394,9 @@ class Renderer:
         height, width = shift.values.shape
         source = self._remap_source(image)
         threads = self.threads if height * width >= _PARALLEL_MIN_PIXELS else 1
-        # Slices per view: enough to give every thread work, none thinner than a band (per-call overhead).
-        slices = max(1, min(-(-threads // len(views)), height // _band_rows(width)))
+        # Slices per view: two for every thread's share, so that a thread done early takes another (the right view's
+        # walk is the slower), none thinner than a band (per-call overhead).
+        slices = max(1, min(-(-2 * threads // len(views)), height // _band_rows(width))) if threads > 1 else 1
         cuts = [round(height * k / slices) for k in range(slices + 1)]
         jobs = [(self._warp_rows, source, shift, view, positions, holes, top, bottom, direction)
                 for view, direction, (positions, holes) in zip(views, mirrored, maps)
