@@ -86,9 +86,9 @@ def renderer_views(sequence: dict, settings, depth: str, temporal: bool = True, 
             yield [view.copy() for view in views]
 
 
-def telea_views(sequence: dict, settings, depth: str):
+def telea_views(sequence: dict, settings, depth: str, holes_out: list | None = None):
     """The renderer's warp with OpenCV's Telea inpainting of its holes."""
-    holes = []
+    holes = [] if holes_out is None else holes_out
     for index, views in enumerate(renderer_views(sequence, replace(settings, fill="background"), depth, False, holes)):
         yield [viewing.telea(view, hole) for view, hole in zip(views, holes[index])]
 
@@ -106,23 +106,31 @@ def nearest_views(sequence: dict, depth: str):
         yield [viewing.nearest_warp(frame, sign * parallax, mirrored)[0] for sign, mirrored in eyes]
 
 
-def score(sequences_: dict, views_of) -> dict:
-    """Scores of a method over every sequence (pooled), with each sequence's own beside them."""
+def score(sequences_: dict, views_of, painted: bool = False) -> dict:
+    """Scores of a method over every sequence (pooled), with each sequence's own beside them. ``painted``: the
+    method reports the pixels it fills (``views_of(sequence, holes)`` appends each frame's masks to ``holes``), and
+    its flicker is split into the fill's own and the warp's."""
     pooled, each = viewing.Tally(), {}
     for name, sequence in sequences_.items():
         own = viewing.Tally()
         previous = None
-        for index, views in enumerate(views_of(sequence)):
+        holes: list = []
+        for index, views in enumerate(views_of(sequence, holes) if painted else views_of(sequence)):
             current = []
-            for eye, view in zip(("left", "right"), views):
-                truth_view, classes = sequence[eye][index], sequence[f"{eye}_class"][index]
+            for eye, view in enumerate(views):
+                eye_name = ("left", "right")[eye]
+                truth_view, classes = sequence[eye_name][index], sequence[f"{eye_name}_class"][index]
                 for tally in (pooled, own):
                     tally.add(view, truth_view, classes)
-                current.append((view, truth_view, (classes == truth.HOLE) & sequence[f"{eye}_static"][index]))
+                still = (classes == truth.HOLE) & sequence[f"{eye_name}_static"][index]
+                current.append((view, truth_view, still, holes[index][eye] if painted else None))
             if previous is not None:
-                for (was, was_truth, was_still), (now, now_truth, now_still) in zip(previous, current):
+                for (was, was_truth, was_still, was_hole), (now, now_truth, now_still, now_hole) in zip(
+                    previous, current
+                ):
+                    both = None if now_hole is None else was_hole & now_hole
                     for tally in (pooled, own):
-                        tally.add_change(was, now, was_truth, now_truth, was_still & now_still)
+                        tally.add_change(was, now, was_truth, now_truth, was_still & now_still, both)
             previous = current
         each[name] = own.scores()
     return {**pooled.scores(), "sequences": each}
@@ -138,8 +146,10 @@ def run(size: tuple[int, int] = (960, 540), frames: int = 24, variants: bool = F
     started = time.perf_counter()
     for depth in ("model", "exact"):
         results[f"nearest/{depth}"] = score(data, lambda seq, d=depth: nearest_views(seq, d))
-        results[f"telea/{depth}"] = score(data, lambda seq, d=depth: telea_views(seq, settings, d))
-        results[f"renderer/{depth}"] = score(data, lambda seq, d=depth: renderer_views(seq, settings, d))
+        results[f"telea/{depth}"] = score(data, lambda seq, out, d=depth: telea_views(seq, settings, d, out), True)
+        results[f"renderer/{depth}"] = score(
+            data, lambda seq, out, d=depth: renderer_views(seq, settings, d, holes_out=out), True
+        )
         common.say(f"scored the {depth} depth ({time.perf_counter() - started:.0f} s)")
     if variants:
         for name, changed in _variants(settings):
@@ -188,6 +198,10 @@ def figures(size: tuple[int, int] = (960, 540), frames: int = 24) -> dict:
                       "flicker": telea["hole_flicker"]},
             measured={"what": "renderer's fill", "flicker": ours["hole_flicker"]},
             setup=setup,
+            # Where the flicker comes from: pixels both fills paint in both frames (the fill's own) against those
+            # the warp covers in one frame or both (the same for any fill of these holes).
+            fill_own={"renderer": ours.get("fill_flicker"), "telea": telea.get("fill_flicker"),
+                      "renderer_share_of_flicker": ours.get("fill_flicker_share")},
         ),
     }  # fmt: skip
 

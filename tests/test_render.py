@@ -113,13 +113,29 @@ def test_border_taper_keeps_zero_parallax_at_the_frame_edges():
 
 def near_at_frame_size(near, shape, edge_dilate_px):
     """The near map as the parallax definition takes it, in float: bilinear to the frame's size, then its
-    foreground (larger values) grown by ``edge_dilate_px``."""
+    foreground (larger values) grown by ``edge_dilate_px`` along rows."""
     height, width = shape
     if near.shape != shape:
         near = cv2.resize(near, (width, height), interpolation=cv2.INTER_LINEAR)
     if edge_dilate_px:
-        near = cv2.dilate(near, np.ones((2 * edge_dilate_px + 1,) * 2, np.uint8))
+        near = cv2.dilate(near, np.ones((1, 2 * edge_dilate_px + 1), np.uint8))
     return near
+
+
+def test_edge_dilation_grows_the_foreground_sideways_only():
+    # Parallax is horizontal: the foreground's edge pixels must travel with it sideways, but the rows above and
+    # below it keep the background's shift (a vertical grow would move them sideways with the foreground).
+    from stereo3d.stereo.warp import fixed_shift_of_near
+
+    near = np.zeros((20, 40), np.float32)
+    near[8:12, 15:25] = 1.0
+    settings = StereoSettings(divergence_pct=10.0, convergence=0.5, edge_dilate_px=2)
+    values = fixed_shift_of_near(near, near.shape, settings, 1.0).values
+    background, foreground = values[0, 0], values[10, 20]
+    assert foreground > background
+    assert (values[8:12, 13:27] == foreground).all()  # 2 px wider on both sides
+    assert (values[8:12, :13] == background).all() and (values[8:12, 27:] == background).all()
+    assert (values[:8] == background).all() and (values[12:] == background).all()  # no row above or below moves
 
 
 @pytest.mark.parametrize("taper", [False, True])

@@ -34,6 +34,10 @@ class Tally:
     flicker: float = 0.0
     flicker_count: int = 0
     truth_flicker: float = 0.0  # the same pixels' change in the truth (what "still" lets through)
+    # Of them, the pixels the method's fill paints in both frames (its holes in both): the fill's own flicker. The
+    # rest are pixels the warp covers in one frame or both, the same for every fill of the same holes.
+    fill_flicker: float = 0.0
+    fill_flicker_count: int = 0
 
     def add(self, view: np.ndarray, truth: np.ndarray, classes: np.ndarray) -> None:
         """Scores one view against its truth, per class of its pixels."""
@@ -46,15 +50,19 @@ class Tally:
             self.count[name] += int(mask.sum())
 
     def add_change(self, previous: np.ndarray, view: np.ndarray, previous_truth: np.ndarray, truth: np.ndarray,
-                   still: np.ndarray) -> None:  # fmt: skip
+                   still: np.ndarray, painted: np.ndarray | None = None) -> None:  # fmt: skip
         """The fill's change from the previous frame at the ``still`` pixels: holes in both frames that see only
-        surfaces that do not move, through a camera that does not move."""
+        surfaces that do not move, through a camera that does not move. ``painted``: the pixels that the method
+        fills in both frames (its own holes), where known."""
         truth_change = np.abs(truth.astype(np.float32) - previous_truth.astype(np.float32)).mean(axis=2)
         mask = still
         change = np.abs(view.astype(np.float32) - previous.astype(np.float32)).mean(axis=2)
         self.flicker += float(change[mask].sum())
         self.truth_flicker += float(truth_change[mask].sum())
         self.flicker_count += int(mask.sum())
+        if painted is not None:
+            self.fill_flicker += float(change[mask & painted].sum())
+            self.fill_flicker_count += int((mask & painted).sum())
 
     def scores(self) -> dict:
         out = {}
@@ -67,6 +75,10 @@ class Tally:
         out["hole_flicker"] = round(self.flicker / self.flicker_count, 4) if self.flicker_count else None
         out["hole_flicker_truth"] = round(self.truth_flicker / self.flicker_count, 4) if self.flicker_count else None
         out["hole_flicker_pixels"] = self.flicker_count
+        if self.fill_flicker_count:
+            # The fill's own flicker (over the pixels it paints in both frames) and their share of all flicker.
+            out["fill_flicker"] = round(self.fill_flicker / self.fill_flicker_count, 4)
+            out["fill_flicker_share"] = round(self.fill_flicker / max(self.flicker, 1e-9), 4)
         return out
 
 

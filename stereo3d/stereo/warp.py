@@ -60,7 +60,7 @@ class StereoSettings:
     # 0 = everything behind the screen ... 1 = all in front; "auto": per frame, on the subject (a plan over the video,
     # stereo3d.stereo.convergence, gives each frame's number: ``at_plane``; a frame alone: ``for_frame``)
     convergence: float | str = default("render.convergence")
-    edge_dilate_px: int = default("render.edge_dilate_px")  # grow foreground so its edges carry full parallax
+    edge_dilate_px: int = default("render.edge_dilate_px")  # grow foreground sideways: its edges carry full parallax
     ipd_offset_pct: float = default("render.ipd_offset_pct")  # uniform separation, % of width (+ = further back)
     border_taper_pct: float = default("render.border_taper_pct")  # parallax fades to 0 over this % at the border
     original_eye: str = default("render.original_eye")  # left/right: that eye shows the source frame untouched
@@ -167,7 +167,7 @@ class Parallax:
     def fixed_shift(self, near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int, share: float,
                     frame: np.ndarray | None = None) -> FixedShift:  # fmt: skip
         """``share`` times ``px`` of the near map brought to frame size ``shape`` = (H, W) (bilinear) with its
-        foreground grown by ``edge_dilate_px``, rounded to the fixed-point grid of that width.
+        foreground grown by ``edge_dilate_px`` along rows, rounded to the fixed-point grid of that width.
 
         Dilation comes after resizing: upscaling blurs a depth edge into a ramp, and growing the near side past
         that ramp is what makes the foreground's edge pixels (often a blend of both sides) travel with the
@@ -195,8 +195,9 @@ class Parallax:
             if frame is not None:  # depth edges onto the picture's (stereo3d.stereo.upsample)
                 _upsample().pick_edges(values, small, frame, abs(int(round(_upsample().EDGE_PX * unit))))
         if edge_dilate_px > 0:
-            size = 2 * edge_dilate_px + 1
-            element = cv2.getStructuringElement(cv2.MORPH_RECT, (size, size))
+            # Along rows only: parallax is horizontal, so growing the foreground up and down would only move the
+            # pixels above and below it sideways with it (bench Q1: +0.26 dB where both eyes see, holes no worse).
+            element = np.ones((1, 2 * edge_dilate_px + 1), np.uint8)
             # Growing the near side of the near map grows the larger side of the shift, or its smaller side when
             # a negative divergence reverses the order.
             values = (cv2.dilate if gain >= 0 else cv2.erode)(values, element)
