@@ -60,7 +60,7 @@ class VideoSettings:
             raise ValueError("the picture area inside the video's bars is needed (render.bars), and no probe")
         return None if shape.picture.is_full(*shape.display) else shape.picture
 
-    # --- depth ----------------------------------------------------------------------------------------------------
+    # --- depth --------------------------------------------------------------------------------------------------
     def depth(self, shape: VideoShape | None) -> DepthSettings:
         """The depth stage's settings: the export the video's shape (or picture) takes, and the rest of its key."""
         return DepthSettings.from_sections(self.all_sections, self._display(shape), self.picture(shape))
