@@ -69,7 +69,9 @@ def run(frames: int = 16, repeats: int = 2, size: int = common.DA3_SIZE, batch: 
 
     def stage(name: str):
         def once() -> float:
-            result = estimate_depth(video, probe, model, work / f"{name}.maps", batch=batch, options=contenders[name])
+            options = contenders[name]
+            settings = common.depth_settings("uint8", tier, precision=options.precision)
+            result = estimate_depth(video, probe, model, work / f"{name}.maps", settings, batch=batch, options=options)
             used[name] = result["providers"][0]
             return frames / result["fps"]  # the stage's own clock: first frame to last stored
 

@@ -60,15 +60,24 @@ def da3_tier(size: int = DA3_SIZE, aspect: str = "16:9") -> tuple[int, int]:
     return tier_shape(parse_aspect(aspect), size)
 
 
-def near_settings(method: str, **stabilise) -> dict:
-    """The near settings a video stabilised by ``method`` gets at the config's defaults (``stabilise``: keys of
-    that section to override, e.g. ``nvds_tier="256x128"``), as the workflow passes them to its stages."""
+def near_settings(method: str, **stabilise):
+    """The ``NearSettings`` a video stabilised by ``method`` gets at the config's defaults (``stabilise``: keys of
+    that section to override, e.g. ``nvds_tier="256x128"``; another method's are ignored, as in the workflow)."""
+    from stereo3d.stabilisers import NearSettings
     from stereo3d.workflow.config import load_schema, validate_config
-    from stereo3d.workflow.keys import near_settings as settings_of
 
     schema = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
     config, _ = validate_config({"stabilise": {"method": method, **stabilise}}, schema)
-    return settings_of(config, config)
+    return NearSettings.from_sections(config)
+
+
+def depth_settings(contract: str, size=DA3_SIZE, precision: str = "exact"):
+    """The ``DepthSettings`` of the bench's cached export (``size`` a square side or (width, height)) at the
+    config's defaults (the frame letterboxed into it, no bars)."""
+    from stereo3d.models.names import da3_shape
+    from stereo3d.stages.depth import DepthSettings
+
+    return DepthSettings(variant=DA3_VARIANT, size=da3_shape(size), contract=contract, precision=precision)
 
 
 def nvds_dir() -> Path:

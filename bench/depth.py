@@ -81,7 +81,8 @@ def run(
 
     def stage() -> float:
         out = work / f"stage-{len(stage_runs)}.maps"
-        result, wall = common.timed(lambda: estimate_depth(video, probe, u8_model, out, batch=batch, options=options))
+        result, wall = common.timed(lambda: estimate_depth(video, probe, u8_model, out, common.depth_settings(
+            "uint8", tier), batch=batch, options=options))  # fmt: skip
         result["wall_s_with_session_open"] = round(wall, 2)
         result["store"] = str(out)
         stage_runs.append(result)
@@ -89,7 +90,8 @@ def run(
 
     def stage_square() -> float:
         out = work / "stage-square.maps"
-        result = estimate_depth(video, probe, square_model, out, batch=batch, options=options)
+        result = estimate_depth(video, probe, square_model, out, common.depth_settings("uint8", size), batch=batch,
+                                options=options)  # fmt: skip
         return result["frames"] / result["fps"]
 
     def reference() -> float:

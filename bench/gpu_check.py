@@ -310,7 +310,7 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
     probe = probe_video(clip)
     for name, fn in (
         ("depth", lambda: estimate_depth(clip, probe, common.da3_model_path("uint8", size), work / "depth.maps",
-                                         batch=8, options=options)),
+                                         common.depth_settings("uint8", size), batch=8, options=options)),
         ("near_maps", lambda: make_near_maps(clip, probe, work / "depth.maps", work / "near.maps",
                                              common.near_settings("nvds", nvds_tier=f"{tier[0]}x{tier[1]}"),
                                              models_dir=common.nvds_dir(), options=options)),

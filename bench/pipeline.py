@@ -80,8 +80,8 @@ def p5(frames: int = 48, size: int = common.DA3_SIZE, tier: tuple[int, int] = co
         for name, source in clips.items():
             probe = stage("probe", probe_video, source)
             depth, near, video = work / f"{name}.depth.maps", work / f"{name}.near.maps", work / f"{name}.mkv"
-            stage("depth", estimate_depth, source, probe, common.da3_model_path("uint8", size), depth, batch=4,
-                  options=options)  # fmt: skip
+            stage("depth", estimate_depth, source, probe, common.da3_model_path("uint8", size), depth,
+                  common.depth_settings("uint8", size), batch=4, options=options)  # fmt: skip
             stage("near_maps", make_near_maps, source, probe, depth, near, nvds,
                   models_dir=common.nvds_dir(), options=options)  # fmt: skip
             stage("render", render_video, source, probe, near, video, RenderSettings())  # the schema's defaults
@@ -127,8 +127,8 @@ def convert(source: Path, work: Path, size: int = common.DA3_SIZE) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     probe = probe_video(source)
     options = SessionOptions(providers=("cpu",))
-    depth = estimate_depth(source, probe, common.da3_model_path("uint8", size), work / "depth.maps", batch=4,
-                           options=options)  # fmt: skip
+    depth = estimate_depth(source, probe, common.da3_model_path("uint8", size), work / "depth.maps",
+                           common.depth_settings("uint8", size), batch=4, options=options)  # fmt: skip
     from stereo3d.stages.near_plan import make_near_plan
 
     ema = common.near_settings("ema")

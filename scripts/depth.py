@@ -1,11 +1,12 @@
 """Raw DA3 depth of one segment (rule depth)."""
 
-from stereo3d.stages.depth import estimate_depth
+from stereo3d.stages.depth import DepthSettings, estimate_depth
 from stereo3d.stages.probe import load_probe
 from stereo3d.workflow.scripting import bad_source_record, depth_job, run_guarded, setup_logging, source_of
 
 
 def main():
+    settings = DepthSettings.from_params(snakemake.params.depth)
     start, end = (int(frame) for frame in snakemake.wildcards.seg.split("-"))
     estimate_depth(
         video=source_of(snakemake),
@@ -14,7 +15,8 @@ def main():
         out=snakemake.output.maps,
         start=start,
         count=end - start,
-        **depth_job(snakemake),
+        settings=settings,
+        **depth_job(snakemake, settings),
     )
 
 

@@ -1,5 +1,6 @@
 """Near maps of one preview clip, stabilised over the clip (rule preview_near_maps)."""
 
+from stereo3d.stabilisers import NearSettings
 from stereo3d.stages.preview import preview_near_maps
 from stereo3d.stages.probe import load_probe
 from stereo3d.workflow.scripting import bad_source_record, near_job, run_guarded, setup_logging, source_of
@@ -12,7 +13,7 @@ def main():
         depth=snakemake.input.depth,
         lead=snakemake.input.lead,
         out=snakemake.output.maps,
-        settings=snakemake.params.near,
+        settings=NearSettings.from_params(snakemake.params.near),
         **near_job(snakemake),
     )
 

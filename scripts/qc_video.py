@@ -1,20 +1,21 @@
 """Quality-control figures of one video for the report (rule qc_video)."""
 
 from stereo3d.qc.report import video_report
+from stereo3d.stabilisers import NearSettings
 from stereo3d.stages.probe import load_probe
 from stereo3d.stereo.warp import StereoSettings
 from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_logging, source_of
 
 
 def main():
-    near = snakemake.params.near
+    near = NearSettings.from_params(snakemake.params.near)
     video_report(
         source=source_of(snakemake),
         probe=load_probe(snakemake.input.probe, snakemake.input.frames),
         depth=list(snakemake.input.depth),
         near=list(snakemake.input.near),
         stereo=StereoSettings(**snakemake.params.render),
-        near_pct=(near["near.low_pct"], near["near.high_pct"]),
+        near_pct=(near.low_pct, near.high_pct),
         comfort_limit_pct=snakemake.params.comfort_limit_pct,
         out_contact_sheet=snakemake.output.contact_sheet,
         out_flicker=snakemake.output.flicker,

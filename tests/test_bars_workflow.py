@@ -146,6 +146,7 @@ def test_nvds_in_the_workflow_stabilises_the_picture_alone(tmp_path_factory):
     from harness import NVDS_EXPORT, NVDS_TIER
 
     from stereo3d.runtime.sessions import SessionOptions
+    from stereo3d.stabilisers import NearSettings
     from stereo3d.stages.near_maps import make_near_maps
     from stereo3d.workflow.keys import parse_depth_key
 
@@ -160,9 +161,8 @@ def test_nvds_in_the_workflow_stabilises_the_picture_alone(tmp_path_factory):
     picture = parse_depth_key(TV_KEY)["picture"]
     video = workdir / "videos" / "tv.mp4"
     probe = probe_video(video)
-    settings = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.method": "nvds",
-                "stabilise.nvds_tier": NVDS_TIER, "stabilise.nvds_graphs": "split",
-                "export.nvds_architecture": NVDS_EXPORT["nvds_architecture"]}  # fmt: skip
+    settings = NearSettings(method="nvds", options={"stabilise.nvds_tier": NVDS_TIER, "stabilise.nvds_graphs": "split",
+                            "export.nvds_architecture": NVDS_EXPORT["nvds_architecture"]})  # fmt: skip
     cpu = SessionOptions(providers=("cpu",), threads=1)
     expected = {}
     for name, area in (("picture", picture), ("frame", None)):

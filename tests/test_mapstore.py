@@ -194,10 +194,11 @@ def test_a_killed_ema_plan_resumes_after_its_last_chunk_to_the_same_plan(tmp_pat
     import logging
 
     from stereo3d.io.mapstore import partial_path
+    from stereo3d.stabilisers import NearSettings
     from stereo3d.stabilisers.ema import plan, range_table
     from stereo3d.stereo.near import percentile_range, reciprocal
 
-    settings = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.ema_alpha": 0.3, "stabilise.cut_threshold": 0.25}
+    settings = NearSettings(method="ema", options={"stabilise.ema_alpha": 0.3, "stabilise.cut_threshold": 0.25})
     frames = np.stack([m * (1 + t / 10) for t, m in enumerate(smooth_maps(70))])
     write_maps(tmp_path / "a.zarr", frames[:40], "inverse", chunk=8, attrs={"start": 0})
     write_maps(tmp_path / "b.zarr", frames[40:], "inverse", chunk=8, attrs={"start": 40})
@@ -208,7 +209,7 @@ def test_a_killed_ema_plan_resumes_after_its_last_chunk_to_the_same_plan(tmp_pat
     table = range_table(segments, out, settings)  # chunks of 32 rows
     with MapReader(segments[0]) as depths:
         for raw in depths:
-            lo, hi = percentile_range(reciprocal(raw), settings["near.low_pct"], settings["near.high_pct"])
+            lo, hi = percentile_range(reciprocal(raw), settings.low_pct, settings.high_pct)
             table.append(lo=lo, hi=hi, change=np.nan)
     del table
     with caplog.at_level(logging.INFO, logger="stereo3d"):

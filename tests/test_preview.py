@@ -328,13 +328,13 @@ def test_the_preview_computes_its_segments_first_frames_under_the_lock_and_reads
     from stereo3d.io.probe import probe_video
     from stereo3d.runtime.sessions import SessionOptions
     from stereo3d.stages import depth as depth_stage
-    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.depth import DepthSettings, estimate_depth
     from stereo3d.stages.preview import preview_depth
 
     video = make_clip(tmp_path / "clip.mp4", width=128, height=72, frames=48, fps="24")
     probe = probe_video(video)
     model = stage_models / "models/DA3/da3_small_140x84_u8.onnx"
-    job = dict(placement="letterbox", batch=2, options=SessionOptions(providers=("cpu",), threads=1))
+    job = dict(settings=DepthSettings(size=(140, 84)), batch=2, options=SessionOptions(providers=("cpu",), threads=1))
     full = tmp_path / "depth" / "00000000-00000048.zarr"
     locked = []
     real_run = None
@@ -376,8 +376,8 @@ def test_the_previews_nvds_maps_are_the_full_runs(stage_models, tmp_path):
 
     from stereo3d.io.probe import probe_video
     from stereo3d.runtime.sessions import SessionOptions
-    from stereo3d.stabilisers import get_stabiliser
-    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stabilisers import NearSettings, get_stabiliser
+    from stereo3d.stages.depth import DepthSettings, estimate_depth
     from stereo3d.stages.near_maps import make_near_maps
     from stereo3d.stages.preview import preview_depth, preview_near_maps
 
@@ -385,10 +385,9 @@ def test_the_previews_nvds_maps_are_the_full_runs(stage_models, tmp_path):
     probe = probe_video(video)
     model = stage_models / "models/DA3/da3_small_140x84_u8.onnx"
     cpu = SessionOptions(providers=("cpu",), threads=1)
-    job = dict(placement="letterbox", batch=2, options=cpu)
-    settings = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.method": "nvds",
-                "stabilise.nvds_tier": NVDS_TIER, "stabilise.nvds_graphs": "split",
-                "export.nvds_architecture": "tiny"}  # fmt: skip
+    job = dict(settings=DepthSettings(size=(140, 84)), batch=2, options=cpu)
+    settings = NearSettings(method="nvds", options={"stabilise.nvds_tier": NVDS_TIER, "stabilise.nvds_graphs": "split",
+                                                    "export.nvds_architecture": "tiny"})  # fmt: skip
     models = stage_models / "models/NVDS"
     estimate_depth(video, probe, model, tmp_path / "depth.zarr", **job)
     make_near_maps(video, probe, tmp_path / "depth.zarr", tmp_path / "near.zarr", settings, models_dir=models,

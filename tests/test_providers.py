@@ -258,16 +258,16 @@ def test_a_depth_jobs_short_batches_lie_inside_the_one_tensorrt_profile(da3_mode
 
     from stereo3d.io.probe import probe_video
     from stereo3d.models.da3.runtime import DepthModel
-    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.depth import DepthSettings, estimate_depth
     from stereo3d.workflow.scripting import depth_job
 
     batch = 3
+    settings = DepthSettings(size=(140, 84))
     smk = SimpleNamespace(
-        wildcards=SimpleNamespace(dkey="da3_small_140x84_u8_letterbox"),
         config={"da3": {"batch": batch}, "paths": {"models": str(tmp_path / "models")},
                 "runtime": {"providers": ["cpu"], "threads": 1, "gpu_mem_limit_mb": 0}},
     )  # fmt: skip
-    job = depth_job(smk)
+    job = depth_job(smk, settings)
     assert job["options"].max_batch == batch and job["batch"] == batch
     profile = trt_profile(graph_inputs(da3_model), job["options"].max_batch)
     low, high = (int(profile[f"trt_profile_{end}_shapes"].split(":")[1].split("x")[0]) for end in ("min", "max"))
@@ -280,6 +280,6 @@ def test_a_depth_jobs_short_batches_lie_inside_the_one_tensorrt_profile(da3_mode
 
     monkeypatch.setattr(DepthModel, "run", recorded)
     video = make_clip("clip.mp4", width=140, height=84, frames=34, fps="24")
-    estimate_depth(video, probe_video(video), da3_model, tmp_path / "depth.zarr", **job)
+    estimate_depth(video, probe_video(video), da3_model, tmp_path / "depth.zarr", settings, **job)
     assert sizes == [3] * 10 + [2, 2]  # the first chunk ends after 32 frames, the job after 34
     assert all(low <= size <= high for size in sizes) and (low, high) == (1, batch)

@@ -11,6 +11,7 @@ from stereo3d.io.mapstore import write_maps
 from stereo3d.io.probe import probe_video
 from stereo3d.qc import figures, report, tables
 from stereo3d.qc import stats as qc_stats
+from stereo3d.stabilisers import NearSettings
 from stereo3d.stages.near_maps import make_near_maps
 from stereo3d.stages.near_plan import make_near_plan
 from stereo3d.stereo.warp import StereoSettings
@@ -213,8 +214,7 @@ def test_stereo_settings_ignore_keys_of_other_sections():
 
 def _ema_flicker(tmp_path, alpha):
     """map_statistics of the EMA's near maps (the real near_plan and near_maps stages) of depth.maps."""
-    settings = {"stabilise.method": "ema", "near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.ema_alpha": alpha,
-                "stabilise.cut_threshold": 0.25}  # fmt: skip
+    settings = NearSettings(method="ema", options={"stabilise.ema_alpha": alpha, "stabilise.cut_threshold": 0.25})
     depth, plan, near = tmp_path / "depth.maps", tmp_path / f"plan-{alpha}.npz", tmp_path / f"near-{alpha}.maps"
     make_near_plan([depth], plan, settings)
     make_near_maps(tmp_path / "clip.mp4", {}, depth, near, settings, plan=plan)

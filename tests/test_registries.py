@@ -15,12 +15,13 @@ from stereo3d.io.mapstore import MapWriter
 from stereo3d.models.da3.tiers import DEFAULT_TIERS, FITS
 from stereo3d.models.da3.variants import VARIANTS as DA3_TABLE
 from stereo3d.models.names import DA3_CONTRACTS, NVDS_GRAPHS, nvds_onnx_names
-from stereo3d.stabilisers import Stabiliser, get_stabiliser, stabilisers
+from stereo3d.stabilisers import NearSettings, Stabiliser, get_stabiliser, stabilisers
 from stereo3d.stages.render import EncodeSettings, RenderSettings
 from stereo3d.stereo.layouts import LAYOUTS, SIGNALS
 from stereo3d.stereo.warp import FLOATING_WINDOW, StereoSettings
 from stereo3d.workflow.config import load_schema, validate_config
-from stereo3d.workflow.keys import MUX_ONLY, NEAR_KEYS, near_key, near_settings, render_key
+from stereo3d.workflow.keys import MUX_ONLY, near_key, render_key
+from stereo3d.workflow.videos import VideoSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
@@ -200,9 +201,13 @@ def test_the_render_params_and_key_are_those_of_before_the_settings_object():
 def test_the_near_stage_names_every_key_that_changes_its_results_by_its_dotted_name():
     config, _ = validate_config({}, SCHEMA)
     sections = {s: config[s] for s in ("da3", "stabilise", "near", "render", "encode")}
-    near = near_settings({**sections, "stabilise": {**config["stabilise"], "method": "nvds"}}, config)
-    assert set(near) == {*NEAR_KEYS, "stabilise.nvds_tier", "stabilise.nvds_graphs", "export.nvds_architecture"}
-    assert near["export.nvds_architecture"] == config["export"]["nvds_architecture"]  # not a per-video section
+    near = VideoSettings({**sections, "stabilise": {**config["stabilise"], "method": "nvds"}}, config).near()
+    params = near.params()
+    assert list(params) == ["near.low_pct", "near.high_pct", "stabilise.method", *get_stabiliser("nvds").keys]
+    assert set(params) == {"near.low_pct", "near.high_pct", "stabilise.method", "stabilise.nvds_tier",
+                           "stabilise.nvds_graphs", "export.nvds_architecture"}  # fmt: skip
+    assert params["export.nvds_architecture"] == config["export"]["nvds_architecture"]  # not a per-video section
+    assert NearSettings.from_params(params) == near
 
 
 def test_near_key_changes_with_the_methods_own_keys_only():
@@ -211,7 +216,7 @@ def test_near_key_changes_with_the_methods_own_keys_only():
 
     def key(**stabilise):
         video = {**sections, "stabilise": {**config["stabilise"], **stabilise}}
-        return near_key(near_settings(video, config))
+        return near_key(VideoSettings(video, config).near())
 
     ema = key(method="ema")
     assert key(method="ema", nvds_tier="672x384", nvds_graphs="monolith") == ema  # another method's settings
@@ -225,9 +230,9 @@ def test_near_key_changes_with_the_methods_own_keys_only():
 def test_nvds_declares_the_models_of_its_graphs():
     nvds = get_stabiliser("nvds")
     for graphs in NVDS_GRAPHS:
-        assert nvds.models({"stabilise.nvds_tier": "96x64", "stabilise.nvds_graphs": graphs}) == [
-            f"NVDS/{name}" for name in nvds_onnx_names("96x64", graphs)
-        ]
+        options = {"stabilise.nvds_tier": "96x64", "stabilise.nvds_graphs": graphs}
+        settings = NearSettings(method="nvds", options=options)
+        assert nvds.models(settings) == [f"NVDS/{name}" for name in nvds_onnx_names("96x64", graphs)]
     assert nvds_onnx_names("96x64", "split") == ["NVDS_Backbone_96x64.onnx", "NVDS_Head_96x64.onnx"]
     assert nvds_onnx_names("96x64", "monolith") == ["NVDS_Stabilizer_96x64.onnx"]
 
@@ -248,7 +253,7 @@ def test_the_registry_finds_a_new_method_by_its_module_alone(tmp_path, monkeypat
         "from stereo3d.stabilisers.registry import Stabiliser\n"
         "def run(job):\n"
         "    for raw in job.depths:\n"
-        "        job.write(np.full(raw.shape, job.settings['stabilise.level'], np.float32))\n"
+        "        job.write(np.full(raw.shape, job.settings.option('stabilise.level'), np.float32))\n"
         "STABILISER = Stabiliser(name='constant', summary='test only', run=run, keys=('stabilise.level',))\n"
     )
     monkeypatch.setattr(package, "__path__", [*package.__path__, str(extra)])
@@ -259,7 +264,7 @@ def test_the_registry_finds_a_new_method_by_its_module_alone(tmp_path, monkeypat
         with MapWriter(depth, "log", attrs={"start": 0}) as store:
             for _ in range(3):
                 store.append(np.ones((4, 6), np.float32))
-        settings = {"stabilise.method": "constant", "stabilise.level": 0.25}
+        settings = NearSettings(method="constant", options={"stabilise.level": 0.25})
         make_near_maps("clip.mp4", {}, depth, tmp_path / "near.maps", settings)
         with MapReader(tmp_path / "near.maps") as near:
             assert near.frames == 3

@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 
 from stereo3d.io.mapstore import MapReader, MapWriter
-from stereo3d.stabilisers import NearJob, get_stabiliser
+from stereo3d.stabilisers import NearJob, NearSettings, get_stabiliser
 from stereo3d.stereo.near import near_from_depth, percentile_range, reciprocal, sky_to_far
 
-SETTINGS = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.method": "frame", "stabilise.ema_alpha": 0.5,
-            "stabilise.cut_threshold": 0.25}  # fmt: skip
+EMA_OPTIONS = {"stabilise.ema_alpha": 0.5, "stabilise.cut_threshold": 0.25}
 
 
 def scene(frames: int = 3, height: int = 24, width: int = 40) -> np.ndarray:
@@ -60,7 +59,7 @@ def test_each_stabiliser_puts_the_sky_far(tmp_path, method):
     depth = scene(frames=5)
     with MapWriter(tmp_path / "d.zarr", "inverse", masked=True, series=("changes",)) as store:
         store.append(depth, changes=0.0)
-    settings = {**SETTINGS, "stabilise.method": method}
+    settings = NearSettings(method=method, options=EMA_OPTIONS if method == "ema" else {})
     plan_path = None
     if method == "ema":
         plan_path = tmp_path / "plan.npz"
@@ -149,21 +148,19 @@ def test_the_depth_stage_stores_the_sky_and_near_maps_put_it_far(tmp_path, lossl
     """The depth stage on a real clip through a two-output graph: the store is masked where the sky head says
     sky, and the near maps stage puts exactly those pixels at 0."""
     from stereo3d.io.probe import probe_video
-    from stereo3d.stages.depth import estimate_depth
+    from stereo3d.stages.depth import DepthSettings, estimate_depth
     from stereo3d.stages.near_maps import make_near_maps
 
     clip = lossless_clip(width=84, height=56, frames=5, pattern="boxes")  # coloured boxes on a dark ground
     probe = probe_video(clip)
     model = sky_graph(tmp_path / "sky.onnx", 84, 56)
-    estimate_depth(clip, probe, model, tmp_path / "depth.zarr", batch=2)
+    estimate_depth(clip, probe, model, tmp_path / "depth.zarr", DepthSettings(size=(84, 56)), batch=2)
     with MapReader(tmp_path / "depth.zarr") as depths:
         assert depths.masked and depths.attrs["sky"]
         depth = depths.read()
     sky = np.isnan(depth)
     assert 0 < sky.mean() < 0.5  # the green-rich boxes, not the ground
-    make_near_maps(
-        clip, probe, tmp_path / "depth.zarr", tmp_path / "near.zarr", {**SETTINGS, "stabilise.method": "frame"}
-    )
+    make_near_maps(clip, probe, tmp_path / "depth.zarr", tmp_path / "near.zarr", NearSettings(method="frame"))
     with MapReader(tmp_path / "near.zarr") as maps:
         near = maps.read()
     assert (near[sky] == 0).all() and near[~sky].max() > 0.9

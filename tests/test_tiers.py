@@ -3,10 +3,19 @@
 import pytest
 
 from stereo3d.models.da3.tiers import DEFAULT_TIERS, export_shape, nearest_tier, parse_aspect, tier_shape, tier_shapes
+from stereo3d.stages.depth import DepthSettings
 from stereo3d.stereo.bars import Area
-from stereo3d.workflow.keys import DEPTH_KEY, depth_key, parse_depth_key
+from stereo3d.workflow import keys
+from stereo3d.workflow.keys import DEPTH_KEY, parse_depth_key
 
 DA3 = {"variant": "small", "size": 518, "contract": "uint8", "fit": "aspect", "aspect_tiers": list(DEFAULT_TIERS)}
+
+
+def depth_key(da3: dict, display: tuple[int, int], precision: str = "exact", picture: Area | None = None) -> str:
+    """The depth key of a video of ``display`` size (``picture``: the area inside its bars) under ``da3`` and
+    ``runtime.precision``, through its DepthSettings as the workflow builds them."""
+    sections = {"da3": da3, "runtime": {"precision": precision}}
+    return keys.depth_key(DepthSettings.from_sections(sections, display, picture))
 
 
 @pytest.mark.parametrize(

@@ -46,3 +46,17 @@ def test_every_scripted_rule_has_a_log_and_a_benchmark(rules):
         if rule.script:
             assert rule.log, f"rule {name} has no log"
             assert rule.benchmark is not None, f"rule {name} has no benchmark"
+
+
+def test_the_stage_rules_show_their_settings_objects_and_the_depths_are_recorded_by_their_key_alone(rules):
+    """The depth rules' params (DepthSettings) come from a function of the output, whose depth key names every
+    field: Snakemake records no params so derived, so a depth made before the rules showed them does not count as
+    changed (a recorded param new to an old output would rerun the costliest stage). The near-map rules' params
+    (NearSettings) are recorded as they were before the object."""
+    from snakemake.rules import Rule
+
+    for name in ("depth", "preview_depth"):
+        assert Rule._is_deriving_function(rules[name].params.depth), name
+    for name in ("near_plan", "near_maps", "preview_near_maps"):
+        assert rules[name].params.near.__name__ == "near_params", name
+        assert not Rule._is_deriving_function(rules[name].params.near), name

@@ -16,20 +16,21 @@ from stereo3d.io.frametable import FrameTable
 from stereo3d.io.mapstore import MapReader, partial_path
 from stereo3d.io.resume import job_identity
 from stereo3d.stabilisers.registry import NearJob, Stabiliser
+from stereo3d.stabilisers.settings import NearSettings
 from stereo3d.stereo.cuts import CutDetector
 from stereo3d.stereo.near import normalise, percentile_range, reciprocal
 
 log = logging.getLogger(__name__)
 
 
-def range_table(depth_segments: list[str | Path], out: str | Path, settings: dict) -> FrameTable:
+def range_table(depth_segments: list[str | Path], out: str | Path, settings: NearSettings) -> FrameTable:
     """The plan's working table beside ``out``: each frame's own range of inverse depth and its picture change
     (what a killed plan leaves, for the next attempt of the same plan)."""
-    identity = job_identity(depth_segments, low_pct=settings["near.low_pct"], high_pct=settings["near.high_pct"])
+    identity = job_identity(depth_segments, low_pct=settings.low_pct, high_pct=settings.high_pct)
     return FrameTable(partial_path(out), ("lo", "hi", "change"), identity)
 
 
-def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> dict:
+def plan(depth_segments: list[str | Path], out: str | Path, settings: NearSettings) -> dict:
     """The per-frame normalisation ranges of a whole video (``.npz``: ``lo``, ``hi``, and ``first``: the video
     frame of their first row), from its depth segments in order. Reads depth maps and the picture changes the depth
     stage recorded. The segments may also be a clip's alone (the preview): the plan then starts at its frame.
@@ -37,7 +38,7 @@ def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> d
     Reading every depth map of a film takes minutes, so the frames' own ranges are kept in a resumable table as
     they are found (``stereo3d.io.frametable``): a killed plan continues after its last stored chunk."""
     out = Path(out)
-    low, high = settings["near.low_pct"], settings["near.high_pct"]
+    low, high = settings.low_pct, settings.high_pct
     table = range_table(depth_segments, out, settings)
     if table.resumed:
         total = sum(_frames(path) for path in depth_segments)
@@ -58,8 +59,8 @@ def plan(depth_segments: list[str | Path], out: str | Path, settings: dict) -> d
     smoothed = ema_ranges(
         np.stack([columns["lo"], columns["hi"]], axis=1),
         columns["change"],
-        settings["stabilise.ema_alpha"],
-        settings["stabilise.cut_threshold"],
+        settings.option("stabilise.ema_alpha"),
+        settings.option("stabilise.cut_threshold"),
     )
     with atomic_output(out) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, lo=smoothed[:, 0], hi=smoothed[:, 1], first=np.int64(plan_first))

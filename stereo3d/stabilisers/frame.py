@@ -8,7 +8,7 @@ from stereo3d.stereo.near import near_from_depth
 
 def run(job: NearJob) -> None:
     for raw in job.depths:
-        job.write(near_from_depth(raw, job.settings["near.low_pct"], job.settings["near.high_pct"]))
+        job.write(near_from_depth(raw, job.settings.low_pct, job.settings.high_pct))
 
 
 STABILISER = Stabiliser(name="frame", summary="each frame normalised alone (may flicker)", run=run)

@@ -13,6 +13,7 @@ from stereo3d.io.decode import FrameReader
 from stereo3d.models.names import nvds_onnx_names
 from stereo3d.models.nvds.runtime import WINDOW_FRAMES, open_stabiliser
 from stereo3d.stabilisers.registry import NearJob, Stabiliser
+from stereo3d.stabilisers.settings import NearSettings
 from stereo3d.stereo.near import near_from_depth, sky_to_far
 
 log = logging.getLogger(__name__)
@@ -20,17 +21,18 @@ log = logging.getLogger(__name__)
 HISTORY = WINDOW_FRAMES - 1  # frames before the target in the window
 
 
-def models(settings: dict) -> list[str]:
-    return [
-        f"NVDS/{name}" for name in nvds_onnx_names(settings["stabilise.nvds_tier"], settings["stabilise.nvds_graphs"])
-    ]
+def models(settings: NearSettings) -> list[str]:
+    names = nvds_onnx_names(settings.option("stabilise.nvds_tier"), settings.option("stabilise.nvds_graphs"))
+    return [f"NVDS/{name}" for name in names]
 
 
 def run(job: NearJob) -> None:
-    tier = tuple(int(v) for v in job.settings["stabilise.nvds_tier"].split("x"))
-    low, high = job.settings["near.low_pct"], job.settings["near.high_pct"]
-    stabiliser = open_stabiliser(job.models_dir, *tier, job.options, graphs=job.settings["stabilise.nvds_graphs"])
-    log.info("NVDS %s: %s graphs", job.settings["stabilise.nvds_tier"], stabiliser.mode)
+    name = job.settings.option("stabilise.nvds_tier")
+    tier = tuple(int(v) for v in name.split("x"))
+    low, high = job.settings.low_pct, job.settings.high_pct
+    graphs = job.settings.option("stabilise.nvds_graphs")
+    stabiliser = open_stabiliser(job.models_dir, *tier, job.options, graphs=graphs)
+    log.info("NVDS %s: %s graphs", name, stabiliser.mode)
     history = min(HISTORY, job.start)
     if history and job.earlier is None:
         raise ValueError("an NVDS segment after the first needs the depth before it")

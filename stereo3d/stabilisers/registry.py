@@ -9,11 +9,15 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stereo3d.runtime.sessions import SessionOptions
 from stereo3d.stereo.bars import Area
+
+if TYPE_CHECKING:  # the settings module reads this table
+    from stereo3d.stabilisers.settings import NearSettings
 
 
 @dataclass(frozen=True)
@@ -21,19 +25,19 @@ class Stabiliser:
     name: str  # the value of stabilise.method
     summary: str  # one line, for logs and docs
     run: Callable[[NearJob], None]  # writes one segment's near maps, in frame order, through job.write
-    # Dotted config keys beyond near.* whose values change its maps; they join its cache key, so a setting of
-    # another method never moves this one's results.
+    # Its options: the dotted config keys beyond near.* whose values change its maps (NearSettings.options). They
+    # join its params and its cache key, so a setting of another method never moves this one's results.
     keys: tuple[str, ...] = ()
     # A plan over the whole video, made from every depth segment in order before any segment runs (rule
-    # near_plan): plan(depth_segments, out, settings) -> summary. It keeps segments exactly equal to an
+    # near_plan): plan(depth_segments, out, settings: NearSettings) -> summary. It keeps segments exactly equal to an
     # unsegmented run where a method looks at the whole video.
-    plan: Callable[[list[Path], Path, dict], dict] | None = None
+    plan: Callable[[list[Path], Path, NearSettings], dict] | None = None
     # Raw frames before a segment that its first outputs depend on (a causal window): read through job.earlier
     # (the raw depth before the job's first frame, from this segment's store or the previous one's), never from
     # any output.
     history: int = 0
     # The model files (paths under the models folder) it opens, for its settings; the workflow exports them.
-    models: Callable[[dict], list[str]] | None = None
+    models: Callable[[NearSettings], list[str]] | None = None
 
 
 @dataclass
@@ -44,7 +48,7 @@ class NearJob:
     probe: dict
     depths: object  # the raw depth from the job's first frame on (iterate for frames; .frames, .attrs)
     start: int  # the job's first frame in the video
-    settings: dict  # {dotted key: value}: stereo3d.workflow.keys.near_settings (NEAR_KEYS and its own keys)
+    settings: NearSettings  # the near range, the method and its options
     write: Callable[[np.ndarray], None]  # stores the next near map
     plan: Path | None = None
     earlier: Callable[[int], np.ndarray] | None = None  # earlier(n): raw depth [n, h, w] of the n frames before

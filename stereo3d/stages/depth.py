@@ -4,14 +4,20 @@ Frames come from ffmpeg already scaled to the content size inside the export's w
 that shape itself (resize), so no per-frame resize runs in Python. Batches use the model's dynamic axis; decoding
 runs in the reader's thread while ONNX Runtime (which releases the GIL) computes the previous batch. An export
 with a sky head marks sky pixels NaN (no finite depth); the store keeps them as its mask.
+
+The stage's settings are a ``DepthSettings``: what a video's depth depends on, built once per video from its config
+sections and its probe, shown by the depth rules as their params, read back in the job; its readable serialisation
+is the depth key (``stereo3d.workflow.keys.depth_key``: ``da3_small_518x294_u8_letterbox``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +26,7 @@ from stereo3d.io.decode import FrameReader
 from stereo3d.io.mapstore import MapWriter, finished_by, store_lock
 from stereo3d.io.resume import job_identity
 from stereo3d.models.da3.runtime import DepthModel, placement_for
+from stereo3d.models.da3.tiers import FIT_PLACEMENT, export_shape
 from stereo3d.progress import Progress
 from stereo3d.runtime.sessions import SessionOptions, open_session
 from stereo3d.stereo.bars import Area
@@ -28,32 +35,87 @@ from stereo3d.stereo.cuts import picture_change, thumbnail
 log = logging.getLogger(__name__)
 
 
-def estimate_depth(video: str | Path, probe: dict, model: str | Path, out: str | Path, *,
-                   placement: str = "letterbox", batch: int = default("da3.batch"),
-                   options: SessionOptions = SessionOptions(), picture: Area | None = None, start: int = 0,
-                   count: int | None = None) -> dict:  # fmt: skip
-    """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``.
+@dataclass(frozen=True)
+class DepthSettings:
+    """What a video's raw depth depends on, and nothing else: the DA3 export (``variant``, its ``size`` as (width,
+    height), its input ``contract``: the model the rule hands the job), how the frame is placed in it
+    (``placement``: letterbox or resize), the ``picture`` area of the frame inside baked-in bars that the depth
+    covers (None: the whole frame), and the ``precision`` of the arithmetic (``runtime.precision``: fast lets the
+    device compute in bf16/fp16/TF32, other numbers).
 
-    ``picture``: the area of the frame the depth covers (the picture inside baked-in bars; None: the whole frame).
-    It is cut out of each decoded picture before scaling, and it alone is placed in the export: the bars cost no
-    model time, and the model never sees their edge as a depth edge.
+    Resolved from the settings that chose it (``from_sections``: ``da3.size``, ``fit`` and ``aspect_tiers`` pick
+    the export for the video's shape), so that settings which change no video's export (a tier no video takes,
+    fit aspect vs letterbox for a square video) move no depth. Speed settings (``da3.batch``, the runtime's
+    providers and threads) are not part of it: they change no number (every provider's float32 agrees within the
+    export's validation tolerance)."""
+
+    variant: str = default("da3.variant")
+    size: tuple[int, int] = (default("da3.size"), default("da3.size"))
+    contract: str = default("da3.contract")
+    placement: str = FIT_PLACEMENT[default("da3.fit")]
+    picture: Area | None = None
+    precision: str = default("runtime.precision")
+
+    @classmethod
+    def from_sections(cls, sections: Mapping[str, Mapping[str, Any]], display: tuple[int, int] | None = None,
+                      picture: Area | None = None) -> DepthSettings:  # fmt: skip
+        """The settings of a video from its config sections (``da3``, with its sheet row over it; ``runtime``),
+        its ``display`` size (needed under ``fit: aspect``) and the ``picture`` area its depth covers (None: the
+        whole frame; its size then picks the aspect tier)."""
+        da3 = sections["da3"]
+        width, height = export_shape(da3, picture.size if picture is not None else display)
+        return cls(variant=da3["variant"], size=(width, height), contract=da3["contract"],
+                   placement=FIT_PLACEMENT[da3["fit"]], picture=picture,
+                   precision=sections["runtime"]["precision"])  # fmt: skip
+
+    def params(self) -> dict[str, Any]:
+        """What the depth rules show as their params: the fields, in plain values."""
+        return {
+            "variant": self.variant,
+            "size": list(self.size),
+            "contract": self.contract,
+            "placement": self.placement,
+            "picture": None if self.picture is None else self.picture.as_list(),
+            "precision": self.precision,
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DepthSettings:
+        """The inverse of ``params``."""
+        width, height = params["size"]
+        return cls(variant=params["variant"], size=(int(width), int(height)), contract=params["contract"],
+                   placement=params["placement"], picture=Area.of(params["picture"]),
+                   precision=params["precision"])  # fmt: skip
+
+
+def estimate_depth(video: str | Path, probe: dict, model: str | Path, out: str | Path,
+                   settings: DepthSettings = DepthSettings(), *, batch: int = default("da3.batch"),
+                   options: SessionOptions | None = None, start: int = 0,
+                   count: int | None = None) -> dict:  # fmt: skip
+    """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``, through the
+    export ``model`` (the one ``settings`` name), ``batch`` frames per call, in a session opened with ``options``
+    (None: the CPU-or-best defaults; their precision is the settings').
+
+    ``settings.picture``: the area of the frame the depth covers (the picture inside baked-in bars; None: the whole
+    frame). It is cut out of each decoded picture before scaling, and it alone is placed in the export: the bars
+    cost no model time, and the model never sees their edge as a depth edge.
 
     The store also carries each frame's picture change against the frame before it (its ``changes`` series;
     the frame before ``start`` is decoded for that alone), from which shot cuts are found later. A job killed
     midway resumes after the last chunk it stored. The store's lock is held throughout (the preview may be
     computing the job's first frames: ``estimate_first_frames``)."""
-    job = _DepthJob.open(video, probe, model, out, placement, batch, options, picture, start, count)
+    job = _DepthJob.open(video, probe, model, out, settings, batch, options, start, count)
     return job.run(job.total)
 
 
-def estimate_first_frames(video: str | Path, probe: dict, model: str | Path, out: str | Path, frames: int, *,
-                          placement: str = "letterbox", batch: int = default("da3.batch"),
-                          options: SessionOptions = SessionOptions(), picture: Area | None = None, start: int = 0,
+def estimate_first_frames(video: str | Path, probe: dict, model: str | Path, out: str | Path, frames: int,
+                          settings: DepthSettings = DepthSettings(), *, batch: int = default("da3.batch"),
+                          options: SessionOptions | None = None, start: int = 0,
                           count: int | None = None) -> dict:  # fmt: skip
     """The first ``frames`` frames (a multiple of the store's chunk, less than the job's) of the depth job
     ``estimate_depth`` would run with the same arguments, left in its partial store for that job to continue (the
     preview's depth). Nothing is computed where the job has finished meanwhile."""
-    job = _DepthJob.open(video, probe, model, out, placement, batch, options, picture, start, count)
+    job = _DepthJob.open(video, probe, model, out, settings, batch, options, start, count)
     if not 0 < frames < job.total:
         raise ValueError(f"{frames} first frames must lie inside the job's {job.total} frames")
     return job.run(frames)
@@ -91,9 +153,11 @@ class _DepthJob:
         return depth_identity(self.video, self.model, self.start, self.total, self.placement, self.batch, self.picture)
 
     @classmethod
-    def open(cls, video, probe, model, out, placement, batch, options, picture, start, count) -> _DepthJob:
+    def open(cls, video, probe, model, out, settings: DepthSettings, batch: int, options: SessionOptions | None,
+             start: int, count: int | None) -> _DepthJob:  # fmt: skip
+        placement, picture = settings.placement, settings.picture
         started = time.perf_counter()
-        session = open_session(model, options)
+        session = open_session(model, session_options(settings, options))
         contract = DepthModel(session, model)
         opened_s = time.perf_counter() - started
         info = probe["video"]
@@ -145,6 +209,17 @@ class _DepthJob:
                     batches.add(frame, picture_change(previous, thumb) if previous is not None else float("nan"))
                 previous = thumb
             batches.flush()
+
+
+def session_options(settings: DepthSettings, options: SessionOptions | None) -> SessionOptions:
+    """The session's options in the settings' precision: the precision changes the numbers, so it is the settings'
+    (and the depth key's), never the session's alone."""
+    if options is None:
+        return SessionOptions(precision=settings.precision)
+    if options.precision != settings.precision:
+        raise ValueError(f"the session's precision {options.precision!r} is not the depth settings' "
+                         f"{settings.precision!r}")  # fmt: skip
+    return options
 
 
 class _Batches:

@@ -1,6 +1,9 @@
 """The near_maps stage: one segment's raw DA3 depth → near maps (0..1, larger = nearer), by the configured
 stabiliser (``stereo3d.stabilisers``), stored for rendering. A job killed midway resumes after the last chunk it
-stored: the stabiliser then starts at that frame, primed as a segment starting there would be."""
+stored: the stabiliser then starts at that frame, primed as a segment starting there would be.
+
+The stage's settings are a ``NearSettings`` (``stereo3d.stabilisers.settings``, beside the stabilisers that read
+it): built once per video, shown by the rules as their params, its hash the near key."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from stereo3d.io.mapstore import MapReader, MapWriter
 from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
 from stereo3d.runtime.sessions import SessionOptions
-from stereo3d.stabilisers import NearJob, get_stabiliser
+from stereo3d.stabilisers import NearJob, NearSettings
 from stereo3d.stereo.bars import Area
 
 log = logging.getLogger(__name__)
@@ -24,7 +27,7 @@ def make_near_maps(
     probe: dict,
     depth: str | Path,
     out: str | Path,
-    settings: dict,
+    settings: NearSettings,
     plan: str | Path | None = None,
     previous_depth: str | Path | None = None,
     models_dir: str | Path | None = None,
@@ -33,15 +36,14 @@ def make_near_maps(
 ) -> dict:
     """Write one near map per depth map of the segment ``depth`` to the map store ``out``.
 
-    ``settings`` are the video's near settings by their dotted config keys: ``near.*``, ``stabilise.method`` and
-    the method's own keys (what the workflow's ``near_settings`` gives). ``plan``, ``previous_depth`` and
+    ``settings``: the video's near range, stabiliser and its options. ``plan``, ``previous_depth`` and
     ``models_dir`` are what the method declares it needs (its plan file, the raw depth before the segment, the
     folder of its models). ``picture``: the area of the frame the depth covers (None: the whole frame), for a
     method that reads the frames too."""
-    stabiliser = get_stabiliser(settings["stabilise.method"])
+    stabiliser = settings.stabiliser
     declared = stabiliser.models(settings) if stabiliser.models and models_dir else []
     models = [Path(models_dir) / Path(name).name for name in declared]
-    identity = job_identity([video, depth, plan, previous_depth, *models], settings=settings)
+    identity = job_identity([video, depth, plan, previous_depth, *models], settings=settings.params())
     with MapReader(depth) as depths:
         start = int(depths.attrs.get("start", 0))
         attrs = {"method": stabiliser.name, "source_depth": Path(depth).name, "start": start}

@@ -27,8 +27,8 @@ from stereo3d.io.atomic import atomic_output
 from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_url, run_ffmpeg
 from stereo3d.io.mapstore import CHUNK_FRAMES, MapReader, MapWriter, finished_by, partial_path, store_lock, write_maps
 from stereo3d.qc.figures import settings_grid, write_png
-from stereo3d.stabilisers import get_stabiliser
-from stereo3d.stages.depth import depth_identity, estimate_depth, estimate_first_frames
+from stereo3d.stabilisers import NearSettings
+from stereo3d.stages.depth import DepthSettings, depth_identity, estimate_depth, estimate_first_frames
 from stereo3d.stages.near_maps import make_near_maps
 from stereo3d.stages.render import RenderSettings, render_video
 from stereo3d.stereo.bars import Area
@@ -45,8 +45,8 @@ def preview_depth(video: str | Path, probe: dict, model: str | Path, clip: tuple
 
     ``segment``: the full run's depth segment (start, count) whose first frames the clip is, or None; its store is
     ``full_depth``: read when finished, else its first frames (the clip's, in whole chunks) are computed into its
-    partial store for the full run to continue. ``depth_options``: ``placement``, ``batch``, ``options``,
-    ``picture`` of :func:`estimate_depth`."""
+    partial store for the full run to continue. ``depth_options``: ``settings`` (the ``DepthSettings``),
+    ``batch``, ``options`` of :func:`estimate_depth`."""
     name = Path(video).name
     start, count = clip
     if segment is None or full_depth is None:
@@ -54,8 +54,9 @@ def preview_depth(video: str | Path, probe: dict, model: str | Path, clip: tuple
         source = "its own"
     else:
         first, frames = segment
-        identity = depth_identity(video, model, first, frames, depth_options["placement"], depth_options["batch"],
-                                  depth_options.get("picture"))  # fmt: skip
+        settings = depth_options.get("settings", DepthSettings())
+        identity = depth_identity(video, model, first, frames, settings.placement, depth_options["batch"],
+                                  settings.picture)  # fmt: skip
         if not finished_by(full_depth, identity):
             shared = -(-count // CHUNK_FRAMES) * CHUNK_FRAMES  # a store is continued after its last whole chunk
             estimate_first_frames(video, probe, model, full_depth, shared, start=first, count=frames,
@@ -89,10 +90,11 @@ def _copy_first_frames(full_depth: str | Path, start: int, count: int, out: str 
 
 
 def preview_near_maps(video: str | Path, probe: dict, depth: str | Path, lead: str | Path, out: str | Path,
-                      settings: dict, models_dir: str | Path | None = None, **near_options) -> dict:  # fmt: skip
+                      settings: NearSettings, models_dir: str | Path | None = None,
+                      **near_options) -> dict:  # fmt: skip
     """Near maps of a clip, stabilised over the clip: a method with a plan plans over the clip's depth alone; a
     method that reaches back reads the raw depth before the clip from ``lead``."""
-    stabiliser = get_stabiliser(settings["stabilise.method"])
+    stabiliser = settings.stabiliser
     with MapReader(lead) as before:
         previous = str(lead) if before.frames else None
     out = Path(out)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stereo3d.defaults import default
+
 _EPS = 1e-6
 
 
@@ -61,7 +63,8 @@ def sky_to_far(near: np.ndarray, depth: np.ndarray) -> np.ndarray:
     return out
 
 
-def near_from_depth(depth: np.ndarray, low_pct: float = 2.0, high_pct: float = 98.0) -> np.ndarray:
-    """Per-frame near map of one raw DA3 depth map."""
+def near_from_depth(depth: np.ndarray, low_pct: float = default("near.low_pct"),
+                    high_pct: float = default("near.high_pct")) -> np.ndarray:  # fmt: skip
+    """Per-frame near map of one raw DA3 depth map (the percentiles: the schema's defaults unless given)."""
     inverse = reciprocal(depth)
     return normalise(inverse, *percentile_range(inverse, low_pct, high_pct))

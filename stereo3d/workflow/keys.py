@@ -3,9 +3,18 @@ setting switched back finds its old result instead of recomputing it, and a sett
 moves its results.
 
 A video's settings are its config sections with its sheet row laid over them (``da3``, ``stabilise``, ``near``,
-``render``, ``encode``). Which of them reach which stage is said here once, by their dotted names as config.yaml
-writes them (``render.divergence_pct``); a stage gets exactly those, under those names, and their values name its
-results. tests/test_reruns.py checks every key of the schema against the stages it reruns.
+``render``, ``encode``). Each stage has one settings object, built once per video from them
+(``stereo3d.workflow.videos.VideoSettings``): its fields are what the stage's rules show as their params and what
+its job reads back, and its serialisation is the key here:
+
+- depth: ``stereo3d.stages.depth.DepthSettings`` (the export, the frame's placement, the picture inside bars, the
+  precision), named readably by :func:`depth_key`;
+- near maps: ``stereo3d.stabilisers.NearSettings`` (``near.*``, ``stabilise.method`` and the options its
+  stabiliser declares), :func:`near_key` the hash of its ``params()``;
+- render: ``stereo3d.stages.render.RenderSettings``, :func:`render_key` the hash of its ``params()``.
+
+A setting reaches a stage by being a field of its settings object (with its schema entry, the one place its default
+lives); tests/test_reruns.py checks every key of the schema against the stages it reruns.
 """
 
 from __future__ import annotations
@@ -16,9 +25,9 @@ import re
 from typing import Any
 
 from stereo3d.models.da3.runtime import PLACEMENTS
-from stereo3d.models.da3.tiers import FIT_PLACEMENT, export_shape
 from stereo3d.models.names import DA3_VARIANTS
-from stereo3d.stabilisers import get_stabiliser
+from stereo3d.stabilisers import NearSettings
+from stereo3d.stages.depth import DepthSettings
 from stereo3d.stages.render import RenderSettings
 from stereo3d.stereo.bars import Area
 
@@ -31,22 +40,19 @@ RENDER_KEY = r"[a-z0-9_]+-[0-9a-f]{8}"
 CONVERGENCE_KEY = r"[0-9a-f]{8}"
 
 
-def depth_key(
-    da3: dict, display: tuple[int, int] | None = None, precision: str = "exact", picture: Area | None = None
-) -> str:
+def depth_key(settings: DepthSettings) -> str:
     """``da3_small_518x294_u8_letterbox``: variant, the export's width x height, contract and how the frame is
     placed in it (readable: the depth is the costly stage), ``_crop<W>x<H>+<X>+<Y>`` where the depth covers only
     the ``picture`` area of the frame (baked-in bars, ``stereo3d.stereo.bars``; None: the whole frame), and
     ``_fast`` where ``runtime.precision: fast`` lets the device compute it in bf16/fp16/TF32 (other numbers).
-    ``display`` is the video's display size; it, or the picture's size where there is one, picks the aspect tier
-    under ``fit: aspect``. The key names what the depth depends on, not the settings that chose
-    it: tiers that change no video's export, or fit aspect vs letterbox for a square video, move no depth; nor
-    does the provider, whose float32 results agree within the export's validation tolerance."""
-    width, height = export_shape(da3, picture.size if picture is not None else display)
-    contract = "u8" if da3["contract"] == "uint8" else "float"
-    crop = "" if picture is None else f"_crop{picture}"
-    fast = "_fast" if precision == "fast" else ""
-    return f"da3_{da3['variant']}_{width}x{height}_{contract}_{FIT_PLACEMENT[da3['fit']]}{crop}{fast}"
+    The key names what the depth depends on (``DepthSettings``' fields), not the settings that chose it: tiers
+    that change no video's export, or fit aspect vs letterbox for a square video, move no depth; nor does the
+    provider, whose float32 results agree within the export's validation tolerance."""
+    width, height = settings.size
+    contract = "u8" if settings.contract == "uint8" else "float"
+    crop = "" if settings.picture is None else f"_crop{settings.picture}"
+    fast = "_fast" if settings.precision == "fast" else ""
+    return f"da3_{settings.variant}_{width}x{height}_{contract}_{settings.placement}{crop}{fast}"
 
 
 def parse_depth_key(key: str) -> dict:
@@ -64,28 +70,14 @@ def parse_depth_key(key: str) -> dict:
             "picture": picture, "precision": "fast" if fast else "exact"}  # fmt: skip
 
 
-# The keys that change a video's near maps, whatever its method; its stabiliser adds the keys it declares.
-NEAR_KEYS = ("near.low_pct", "near.high_pct", "stabilise.method")
 # The render's keys are the fields of its settings (stereo3d.stages.render.RenderSettings: the layout, the
 # renderer's StereoSettings, the encoder's EncodeSettings, render.bars for a video with bars, the layout's options).
 MUX_ONLY = ("encode.container",)  # read by the final mux (rule join) alone
 
 
-def near_settings(sections: dict, config: dict) -> dict[str, Any]:
-    """The video's near-map settings, ``{dotted key: value}``: NEAR_KEYS and the keys its stabiliser declares
-    (from the video's sections, else the config's)."""
-    stabiliser = get_stabiliser(sections["stabilise"]["method"])
-    return {key: setting(sections, config, key) for key in (*NEAR_KEYS, *stabiliser.keys)}
-
-
-def setting(sections: dict, config: dict, dotted: str) -> Any:
-    """The value of ``section.name`` in the video's sections, else in the config."""
-    section, name = dotted.split(".")
-    return (sections.get(section) or config[section])[name]
-
-
-def near_key(settings: dict) -> str:
-    return keyed(settings["stabilise.method"], settings)
+def near_key(settings: NearSettings) -> str:
+    """``ema-1a2b3c4d``: the method and the hash of the near stage's params."""
+    return keyed(settings.method, settings.params())
 
 
 def render_key(settings: RenderSettings) -> str:

@@ -82,9 +82,9 @@ def session_options(
 ) -> SessionOptions:
     """SessionOptions from the config's ``runtime`` section, on the device this job may use.
 
-    ``precision`` comes from the job's depth key (not from the config: the key is what its outputs are stored
-    under). When an NVIDIA provider may be used (``auto`` or named), the job takes its device from
-    :func:`gpu_lease` (a scheduler's CUDA_VISIBLE_DEVICES, else a locked slot of ``runtime.gpus``; none on a
+    ``precision`` comes from the job's depth settings (not from the config: they are what its depth key names,
+    under which its outputs are stored). When an NVIDIA provider may be used (``auto`` or named), the job takes its
+    device from :func:`gpu_lease` (a scheduler's CUDA_VISIBLE_DEVICES, else a locked slot of ``runtime.gpus``; none on a
     machine without NVIDIA GPUs); the lock is held until the process ends. TensorRT engines are cached in
     ``runtime.trt_cache_dir``, else in ``<models_dir>/TensorRT``, one folder per model content and precision
     (building one takes minutes; every later job of the same model reuses it), with a profile for batches 1 ..
@@ -105,25 +105,22 @@ def session_options(
     )
 
 
-def depth_job(smk) -> dict:
-    """The depth stage's arguments that a job (rule depth, preview_depth) takes from its depth key and the config:
-    how the frame is placed, the batch, the picture inside baked-in bars, and the session. Batch and runtime are
-    speed settings: read from config, not params, so they trigger no rerun (the batch is part of a depth job's
-    identity, so the preview takes the full run's). The precision changes the numbers: it comes from the depth
-    key, under which the maps are stored."""
-    from stereo3d.workflow.keys import parse_depth_key
-
-    key = parse_depth_key(smk.wildcards.dkey)
+def depth_job(smk, settings) -> dict:
+    """The depth stage's arguments that a job (rule depth, preview_depth) of ``settings`` (its ``DepthSettings``,
+    from the rule's params) takes from the config: the batch and the session. Batch and runtime are speed settings:
+    read from config, not params, so they trigger no rerun (the batch is part of a depth job's identity, so the
+    preview takes the full run's). The session computes in the settings' precision."""
     batch = smk.config["da3"]["batch"]
     options = session_options(smk.config["runtime"], gpu_mem_limit=False, models_dir=smk.config["paths"]["models"],
-                              precision=key["precision"], max_batch=batch)  # fmt: skip
-    return {"placement": key["placement"], "batch": batch, "picture": key["picture"], "options": options}
+                              precision=settings.precision, max_batch=batch)  # fmt: skip
+    return {"batch": batch, "options": options}
 
 
 def near_job(smk) -> dict:
-    """The near-map stage's arguments that a job (rule near_maps, preview_near_maps) takes from its inputs, depth
-    key and config: the NVDS models' folder, the session (runtime: speed only, read from config; NVDS runs in the
-    precision of the depth it stabilises, whose key its maps are stored under) and the picture inside bars."""
+    """The near-map stage's arguments that a job (rule near_maps, preview_near_maps) takes besides its settings,
+    from its inputs, depth key and config: the NVDS models' folder, the session (runtime: speed only, read from
+    config; NVDS runs in the precision of the depth it stabilises, whose key its maps are stored under) and the
+    picture inside bars."""
     from stereo3d.workflow.keys import parse_depth_key
 
     key = parse_depth_key(smk.wildcards.dkey)

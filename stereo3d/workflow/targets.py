@@ -14,11 +14,12 @@ from pathlib import Path
 from stereo3d.models.da3.tiers import tier_shapes
 from stereo3d.models.names import da3_onnx_name, da3_weights_folder, nvds_onnx_names
 from stereo3d.models.validation import validation_path
-from stereo3d.stabilisers import Stabiliser
+from stereo3d.stabilisers import NearSettings, Stabiliser
+from stereo3d.stages.depth import DepthSettings
 from stereo3d.stages.render import RenderSettings
 from stereo3d.stereo.window import reach_frames
 from stereo3d.workflow import keys
-from stereo3d.workflow.keys import render_key
+from stereo3d.workflow.keys import depth_key, near_key, render_key
 from stereo3d.workflow.library import Library
 from stereo3d.workflow.paths import Paths, fill, segment_name
 from stereo3d.workflow.preflight import check_weights
@@ -58,14 +59,29 @@ class Targets:
         return self.shape_of(video)
 
     # --- per video, at its current settings ---------------------------------------------------------------------
-    def depth_key(self, video: str) -> str:
-        return self.settings[video].depth_key(self.shape(video))
+    def depth_settings(self, video: str) -> DepthSettings:
+        """The video's depth settings, built from its sections and (where its key depends on it) its probe."""
+        return self.settings[video].depth(self.shape(video))
 
-    def near_settings(self, video: str) -> dict:
+    def depth_key(self, video: str) -> str:
+        return depth_key(self.depth_settings(video))
+
+    def depth_params(self, wildcards) -> dict:
+        """The depth rules' params: the video's ``DepthSettings``, for the job of the configured depth key."""
+        settings = self.depth_settings(wildcards.video)
+        return _current(wildcards, "dkey", depth_key(settings), settings.params())
+
+    def near_settings(self, video: str) -> NearSettings:
         return self.settings[video].near()
 
     def near_key(self, video: str) -> str:
-        return self.settings[video].near_key()
+        return near_key(self.near_settings(video))
+
+    def near_params(self, wildcards) -> dict:
+        """The near-map rules' params: the video's ``NearSettings`` by their dotted config keys, for the job of the
+        configured near key."""
+        settings = self.near_settings(wildcards.video)
+        return _current(wildcards, "nkey", near_key(settings), settings.params())
 
     def render_settings(self, video: str, shape: VideoShape | None = None) -> RenderSettings:
         """The video's render settings, built from its sections (config.yaml with its sheet row over them): the
@@ -78,11 +94,7 @@ class Targets:
         """The render rules' params: the video's ``RenderSettings`` by their dotted config keys, for the job of the
         configured render key (an old key's intermediates are never rebuilt under the current settings)."""
         settings = self.render_settings(wildcards.video)
-        key = render_key(settings)
-        if wildcards.rkey != key:
-            raise ValueError(f"{wildcards.video}: rkey {wildcards.rkey} is not the configured one ({key}); "
-                             "request final outputs, not old intermediates")  # fmt: skip
-        return settings.params()
+        return _current(wildcards, "rkey", render_key(settings), settings.params())
 
     def render_key(self, video: str) -> str:
         return render_key(self.render_settings(video))
@@ -212,3 +224,13 @@ class Targets:
     def _models_in_use(self, videos=None) -> set[str]:
         chosen = self.videos if videos is None else videos
         return {self.da3_model(v) for v in chosen} | {m for v in chosen for m in self.near_models(v)}
+
+
+def _current(wildcards, name: str, key: str, params: dict) -> dict:
+    """``params`` when the job's key wildcard ``name`` is the configured ``key``: an old key's intermediates are
+    never rebuilt under the current settings."""
+    requested = getattr(wildcards, name)
+    if requested != key:
+        raise ValueError(f"{wildcards.video}: {name} {requested} is not the configured one ({key}); "
+                         "request final outputs, not old intermediates")  # fmt: skip
+    return params

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stereo3d.models.da3.tiers import export_shape
-from stereo3d.stabilisers import Stabiliser, get_stabiliser
+from stereo3d.stabilisers import NearSettings, Stabiliser
+from stereo3d.stages.depth import DepthSettings
 from stereo3d.stages.probe import picture_of
 from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import LAYOUT_TAGS
@@ -37,6 +37,8 @@ class VideoSettings:
 
     def __init__(self, sections: dict, config: dict):
         self.sections, self.config = sections, config
+        # Every section a stage's settings may read: the video's own over the config's (runtime, export).
+        self.all_sections = {**config, **sections}
 
     @property
     def needs_shape(self) -> bool:
@@ -59,15 +61,16 @@ class VideoSettings:
         return None if shape.picture.is_full(*shape.display) else shape.picture
 
     # --- depth --------------------------------------------------------------------------------------------------
+    def depth(self, shape: VideoShape | None) -> DepthSettings:
+        """The depth stage's settings: the export the video's shape (or picture) takes, and the rest of its key."""
+        return DepthSettings.from_sections(self.all_sections, self._display(shape), self.picture(shape))
+
     def depth_key(self, shape: VideoShape | None) -> str:
-        da3 = self.sections["da3"]
-        display = self._display(shape)
-        return keys.depth_key(da3, display, self.config["runtime"]["precision"], self.picture(shape))
+        return keys.depth_key(self.depth(shape))
 
     def da3_shape(self, shape: VideoShape | None) -> tuple[int, int]:
         """(width, height) of the DA3 export the video's depth runs through."""
-        picture = self.picture(shape)
-        return export_shape(self.sections["da3"], picture.size if picture is not None else self._display(shape))
+        return self.depth(shape).size
 
     def _display(self, shape: VideoShape | None) -> tuple[int, int] | None:
         if self.sections["da3"]["fit"] != "aspect":
@@ -79,19 +82,19 @@ class VideoSettings:
     # --- near maps ----------------------------------------------------------------------------------------------
     @property
     def stabiliser(self) -> Stabiliser:
-        return get_stabiliser(self.sections["stabilise"]["method"])
+        return self.near().stabiliser
 
-    def near(self) -> dict:
-        """The near stage's settings, ``{dotted key: value}`` (``keys.near_settings``)."""
-        return keys.near_settings(self.sections, self.config)
+    def near(self) -> NearSettings:
+        """The near stage's settings (its rules' params, its key)."""
+        return NearSettings.from_sections(self.all_sections)
 
     def near_key(self) -> str:
         return keys.near_key(self.near())
 
     def near_models(self) -> list[str]:
         """The model files (relative to the models folder) the video's stabiliser opens (none for most)."""
-        method = self.stabiliser
-        return list(method.models(self.near())) if method.models else []
+        near = self.near()
+        return list(near.stabiliser.models(near)) if near.stabiliser.models else []
 
     # --- render (the render stage's settings: stereo3d.workflow.targets.Targets.render_settings) ----------------
     def has_bars(self, shape: VideoShape | None) -> bool:

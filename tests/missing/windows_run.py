@@ -38,6 +38,7 @@ def refuse_symlinks(src, dst, *args, **kwargs):
 
 def convert(root: Path, model: Path, lines: list[str]) -> dict:
     from stereo3d.io.probe import probe_video
+    from stereo3d.stabilisers import NearSettings
     from stereo3d.stages.depth import estimate_depth, estimate_first_frames
     from stereo3d.stages.join import join_segments
     from stereo3d.stages.near_maps import make_near_maps
@@ -55,8 +56,7 @@ def convert(root: Path, model: Path, lines: list[str]) -> dict:
     depth = work / "depth.zarr"
     estimate_first_frames(source, probe, model, depth, 32, batch=4)  # a job stopped after one chunk...
     estimate_depth(source, probe, model, depth, batch=4)  # ...and continued
-    settings = {"near.low_pct": 2.0, "near.high_pct": 98.0, "stabilise.method": "ema", "stabilise.ema_alpha": 0.5,
-                "stabilise.cut_threshold": 0.25}  # fmt: skip
+    settings = NearSettings(method="ema", options={"stabilise.ema_alpha": 0.5, "stabilise.cut_threshold": 0.25})
     make_near_plan([depth], work / "plan.npz", settings)
     make_near_maps(source, probe, depth, work / "near.zarr", settings, plan=work / "plan.npz")
     render_video(

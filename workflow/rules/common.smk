@@ -152,17 +152,6 @@ def segment_paths(template, video, **keys):
     return [fill(template, video=video, seg=name, **keys) for name in names]
 
 
-def current(wildcards, name, settings, key):
-    """``settings`` when the requested key wildcard is the configured one: old intermediates of
-    other settings are never rebuilt under the current settings."""
-    if getattr(wildcards, name) != key:
-        raise WorkflowError(
-            f"{wildcards.video}: {name} {getattr(wildcards, name)} is not the configured one ({key}); "
-            "request final outputs, not old intermediates"
-        )
-    return settings
-
-
 def preview_clips(video):
     """The video's preview clips (stereo3d.workflow.preview), placed on its segment grid where it allows."""
     summary, chosen = probed(video)["video"], config["preview"]

@@ -72,9 +72,11 @@ def get_near_models(wildcards):
     return T.near_models(wildcards.video)
 
 
-def get_near_params(wildcards):
-    settings = T.near_settings(wildcards.video)
-    return current(wildcards, "nkey", settings, keys.near_key(settings))
+def get_depth_params(wildcards, output):
+    """The video's DepthSettings (stereo3d.stages.depth), for the rules' params. Derived from the
+    output, whose depth key names every field: Snakemake records no params derived from an output (a
+    change of them is a new path), so a depth computed before the rules showed them is not redone."""
+    return T.depth_params(wildcards)
 
 
 def get_window_near(wildcards):
@@ -144,7 +146,8 @@ def get_qc_near(wildcards):
 
 
 def get_qc_near_settings(wildcards):
-    return T.near_settings(wildcards.video)
+    """The video's NearSettings by their dotted config keys (the near range the QC figures read)."""
+    return T.near_settings(wildcards.video).params()
 
 
 def get_qc_stereo_settings(wildcards):

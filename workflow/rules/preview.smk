@@ -25,6 +25,8 @@ rule preview_depth:
         gpu=1,
         mem_mb=4000,
     params:
+        # the video's DepthSettings (stereo3d.stages.depth): what its depth key names
+        depth=get_depth_params,
         segment=get_preview_segment,
         full_depth=get_preview_full_depth,
         lead=get_preview_lead_frames,
@@ -54,8 +56,8 @@ rule preview_near_maps:
         gpu=1,
         mem_mb=4000,
     params:
-        # {dotted key: value}: keys.NEAR_KEYS and the stabiliser's own keys
-        near=get_near_params,
+        # {dotted key: value}: the video's NearSettings (stereo3d.stabilisers.settings)
+        near=T.near_params,
     script:
         "../../scripts/preview_near_maps.py"
 

@@ -41,6 +41,9 @@ rule depth:
     resources:
         gpu=1,
         mem_mb=4000,
+    params:
+        # the video's DepthSettings (stereo3d.stages.depth): what its depth key names
+        depth=get_depth_params,
     script:
         "../../scripts/depth.py"
 
@@ -58,8 +61,8 @@ rule near_plan:
     conda:
         "../../envs/runtime.yaml"
     params:
-        # {dotted key: value}: keys.NEAR_KEYS and the stabiliser's own keys
-        near=get_near_params,
+        # {dotted key: value}: the video's NearSettings (stereo3d.stabilisers.settings)
+        near=T.near_params,
     script:
         "../../scripts/near_plan.py"
 
@@ -108,8 +111,8 @@ rule near_maps:
         gpu=1,
         mem_mb=4000,
     params:
-        # {dotted key: value}: keys.NEAR_KEYS and the stabiliser's own keys
-        near=get_near_params,
+        # {dotted key: value}: the video's NearSettings (stereo3d.stabilisers.settings)
+        near=T.near_params,
     script:
         "../../scripts/near_maps.py"
 
