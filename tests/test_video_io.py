@@ -193,6 +193,26 @@ def test_encoder_round_trip(make_clip, tmp_path, name):
     assert leftovers(tmp_path) == []
 
 
+def test_frames_rendered_into_the_encoders_kept_arrays_all_arrive_intact(tmp_path):
+    # The render stage renders each frame into VideoEncoder.frame_buffer() and hands it over: the arrays come round
+    # again after prefetch + 2 frames, so none may be refilled before ffmpeg has read it. Every frame a flat grey of
+    # its own level, written as fast as the queue takes them (each larger than a pipe's buffer, so the feeder waits
+    # on ffmpeg while the next ones are filled): each comes back as its own level.
+    out = tmp_path / "kept.mkv"
+    levels = [(16 + 9 * k) % 236 for k in range(40)]
+    with VideoEncoder(out, VideoStream(640, 320, "24", crf=0, preset="ultrafast"), prefetch=1) as encoder:
+        held = set()
+        for level in levels:
+            buffer = encoder.frame_buffer()
+            held.add(id(buffer))
+            buffer[...] = level
+            encoder.write(buffer, owned=True)
+    assert len(held) == 3  # prefetch + 2 arrays, no more
+    again = read_all(out, probe_video(out))
+    assert len(again) == len(levels)
+    assert [round(float(frame.mean())) for frame in again] == pytest.approx(levels, abs=2)  # 9 levels apart
+
+
 def test_encoder_leaves_nothing_when_the_producer_fails(tmp_path):
     out = tmp_path / "broken.mp4"
     with pytest.raises(RuntimeError, match="producer died"):

@@ -423,18 +423,19 @@ def render_pieces(plan: RenderPlan, pieces: Pieces, items, stereo: StereoSetting
                 frame, near, neighbours = next(items)
                 settings = stereo if plane_at is None else stereo.at_plane(plane_at(index))
                 packed = stereo_frame(renderer, frame, near, settings, plan.layout, plan.options, plan.padding,
-                                      picture, window, neighbours)  # fmt: skip
+                                      picture, window, neighbours, out=encoder.frame_buffer())  # fmt: skip
                 encoder.write(packed, owned=True)
                 progress.advance(1)
 
 
 def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str,
                  options: dict, padding: tuple[int, int] = (0, 0), picture: Area | None = None,
-                 window: tuple[float, float] = (0.0, 0.0),
-                 neighbours: Neighbours | None = None) -> np.ndarray:  # fmt: skip
+                 window: tuple[float, float] = (0.0, 0.0), neighbours: Neighbours | None = None,
+                 out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """One output frame: the views of ``frame`` (``stereo_views``) packed in ``layout``, then ``padding`` (columns,
     rows) repeating the last column and row. A layout that keeps both views whole has them rendered straight into
-    the packed frame (no copy of 2 x 6 MB per 1080p frame)."""
+    the packed frame (no copy of 2 x 6 MB per 1080p frame): ``out`` where given (an array of the packed frame's
+    shape and dtype, e.g. the encoder's ``frame_buffer``), else a new one."""
     chosen = get_layout(layout)
     pad_w, pad_h = padding
     height, width = frame.shape[:2]
@@ -443,7 +444,10 @@ def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo
                              **options)  # fmt: skip
         return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     out_w, out_h = chosen.size(width, height, **options)
-    packed = np.empty((out_h + pad_h, out_w + pad_w, frame.shape[2]), frame.dtype)
+    shape = (out_h + pad_h, out_w + pad_w, frame.shape[2])
+    if out is not None and (out.shape != shape or out.dtype != frame.dtype):
+        raise ValueError(f"the packed frame is {frame.dtype} {shape}, not {out.dtype} {out.shape}")
+    packed = np.empty(shape, frame.dtype) if out is None else out
     stereo_views(
         renderer, frame, near, stereo, picture, window, out=chosen.eyes(packed, width, height), neighbours=neighbours
     )
