@@ -44,11 +44,13 @@ def run(frames: int = 24, width: int = 1920, height: int = 1080, near_side: int 
 
     # As the render job sets its threads (every CPU here).
     with Renderer(threads=len(os.sched_getaffinity(0))) as renderer:
-        for _, frame, near, neighbours in list(walk())[:2]:  # warm-up: compiled code, workspaces, thread pool
-            stereo_frame(renderer, frame, near, settings, "full_sbs", {}, neighbours=neighbours)
         # Timed as the render stage runs: each frame rendered into the next of the encoder's kept arrays
         # (VideoEncoder.frame_buffer: 10 in turn), so no frame pays the page faults of fresh memory (12 MB).
         ring = [np.empty((height, 2 * width, 3), np.uint8) for _ in range(10)]
+        # Warm-up, one whole walk: compiled code, workspaces, the thread pool, the kept arrays' first touch, as a
+        # render job is after its first frames (a job renders hundreds to thousands; this clip is 24 frames).
+        for index, frame, near, neighbours in walk():
+            stereo_frame(renderer, frame, near, settings, "full_sbs", {}, neighbours=neighbours, out=ring[index % 10])
         start = time.perf_counter()
         for index, frame, near, neighbours in walk():
             stereo_frame(renderer, frame, near, settings, "full_sbs", {}, neighbours=neighbours, out=ring[index % 10])
