@@ -8,14 +8,13 @@ from stereo3d.workflow.scripting import bad_source_record, run_guarded, setup_lo
 
 
 def main():
-    near = NearSettings.from_params(snakemake.params.near)
     video_report(
         source=source_of(snakemake),
         probe=load_probe(snakemake.input.probe, snakemake.input.frames),
         depth=list(snakemake.input.depth),
         near=list(snakemake.input.near),
         stereo=StereoSettings(**snakemake.params.render),
-        near_pct=(near.low_pct, near.high_pct),
+        near_settings=NearSettings.from_params(snakemake.params.near),
         comfort_limit_pct=snakemake.params.comfort_limit_pct,
         out_contact_sheet=snakemake.output.contact_sheet,
         out_flicker=snakemake.output.flicker,

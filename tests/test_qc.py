@@ -130,7 +130,7 @@ def test_video_report_of_a_one_frame_clip(tmp_path, make_clip):
     probe = probe_video(clip)
     d, n = _stores(tmp_path, [1.0 + _ramp(18, 32)], [_ramp(18, 32)])
     outs = [tmp_path / name for name in ("sheet.png", "flicker.png", "parallax.png", "stats.json")]
-    stats = report.video_report(clip, probe, d, n, StereoSettings(), (2.0, 98.0), 3.0, *outs, rows=2, tile_width=32)
+    stats = report.video_report(clip, probe, d, n, StereoSettings(), NearSettings(), 3.0, *outs, rows=2, tile_width=32)
     assert stats["frames"] == 1 and stats["flicker"]["ratio"] is None
     for path in outs[1:3]:
         assert cv2.imread(str(path)).shape == (420, 1000, 3)
@@ -143,7 +143,7 @@ def test_video_report_writes_every_figure_and_the_stats(tmp_path, make_clip):
     near = [_ramp(27, 48)] * 8
     d, n = _stores(tmp_path, depth, near, split=5)
     outs = {name: tmp_path / name for name in ("sheet.png", "flicker.png", "parallax.png", "stats.json")}
-    stats = report.video_report(clip, probe, d, n, StereoSettings(divergence_pct=2.0), (2.0, 98.0), 3.0,
+    stats = report.video_report(clip, probe, d, n, StereoSettings(divergence_pct=2.0), NearSettings(), 3.0,
                                 *outs.values(), rows=3, tile_width=64)  # fmt: skip
     sheet = cv2.imread(str(outs["sheet.png"]))
     # Three rows of four 64x36 tiles (2-pixel borders), a header strip and one caption strip per row.

@@ -23,6 +23,7 @@ from stereo3d.io.atomic import atomic_output
 from stereo3d.io.mapstore import MapReader
 from stereo3d.qc.figures import contact_sheet, convergence_figure, flicker_figure, parallax_figure, write_png
 from stereo3d.qc.stats import frame_times, map_statistics
+from stereo3d.stabilisers import NearSettings
 from stereo3d.stereo.convergence import shots_of
 from stereo3d.stereo.warp import StereoSettings
 
@@ -35,7 +36,7 @@ def video_report(
     depth: Sequence[str | Path],
     near: Sequence[str | Path],
     stereo: StereoSettings,
-    near_pct: tuple[float, float],
+    near_settings: NearSettings,
     comfort_limit_pct: float,
     out_contact_sheet: str | Path,
     out_flicker: str | Path,
@@ -47,8 +48,10 @@ def video_report(
     convergence_plan: str | Path | None = None,
 ) -> dict:
     """Every per-video figure and the stats, drawn with the renderer's ``stereo`` settings (and, under
-    ``convergence: auto``, the video's ``convergence_plan``); returns the stats."""
+    ``convergence: auto``, the video's ``convergence_plan``) and the near maps' ``near_settings`` (the raw depth's
+    range where the figures put it beside the near maps); returns the stats."""
     settings = stereo
+    near_pct = (near_settings.low_pct, near_settings.high_pct)
     name = Path(source).name
     times = frame_times(probe)
     sheet = contact_sheet(source, probe, depth, near, settings, near_pct, rows=rows, tile_width=tile_width)
