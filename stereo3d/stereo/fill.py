@@ -8,7 +8,8 @@ the foreground that covers it there. A hole is filled with background, never wit
    followed into the frames before and after (``Neighbours``), moved with the background's motion between frames;
    a frame that shows background there (its depth is the background's, clearly behind the occluder) is a
    candidate, and the two nearest in time fill the pixel with their mean (one alone may be a moving object at the
-   background's depth; their mean halves the flow's misplacement and the grain; more, farther frames were worse).
+   background's depth; the mean of two evens out the flow's misplacement and the grain; more, and so farther,
+   frames scored worse against ground truth).
 2. **From the background side** (``spatial``): each hole run repeats the source pixel of its background-side
    neighbour (the left one in the left view, the right one in the right view), taken at a whole pixel so that no
    foreground is resampled into it; then each filled pixel is the mean of the filled pixels of its column within
