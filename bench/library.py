@@ -155,7 +155,11 @@ def _counted(counter: Path) -> int:
     return sum(int(line) for line in counter.read_text().split()) if counter.exists() else 0
 
 
-def _kept(stage: str, out: Path) -> int:
+def _kept(stage: str, out: Path, frames: int) -> int:
+    """Frames of finished work on disk after a kill: all of them where the kill came after the result was complete
+    (it appears under its name only then), else the resume state's."""
+    if out.exists():
+        return frames
     if stage == "depth":
         meta = json.loads((out.with_name(f".{out.name}.partial") / "zarr.json").read_text())
         return int(meta["attributes"]["written"])
@@ -206,7 +210,7 @@ def p13(frames: int = 600, kills: int = 3, seed: int = 13) -> dict:
             child.send_signal(signal.SIGKILL)
             child.wait()
             finished = kept + _counted(counter)  # frames this attempt had finished (it began after the kept ones)
-            kept = _kept(stage, out)
+            kept = _kept(stage, out, frames)
             lost[stage].append(finished - kept)
         child = _child(stage, {**args, "out": str(out)}, work / f"{stage}-last.count")
         if child.wait() != 0:
