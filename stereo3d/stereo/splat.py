@@ -12,8 +12,8 @@ and interpreted by numba's CUDA simulator (tests/test_render_cuda.py).
 Positions are integers in 1/32 px, and resampling is exact integer arithmetic for what OpenCV's bilinear
 ``remap`` (replicated borders) computes at positions on that grid: ``p0 + (p1 - p0) * k / 32``, rounded half to
 even. The views are the earlier renderer's (vectorised OpenCV) views, bit for bit (8 and 16 bits, checked on
-random scenes). Every array read is cast to ``np.int32`` first: the simulator runs this as Python on numpy
-scalars, where int16 arithmetic would wrap.
+random scenes). Every array read is cast to an int32 or wider first (``INT`` in ``row_columns``: int32 on a GPU,
+int64 on the CPU): the simulator runs this as Python on numpy scalars, where int16 arithmetic would wrap.
 """
 
 from __future__ import annotations

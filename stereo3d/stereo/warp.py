@@ -356,8 +356,9 @@ class Renderer:
         return views
 
     def _run(self, calls: list[tuple], parallel: bool) -> None:
-        """Runs ``(function, *arguments)`` calls on the render threads (the calling thread takes the first), or all
-        in the calling thread where ``parallel`` is False or there are no workers."""
+        """Runs ``(function, *arguments)`` calls on the render threads (the calling thread takes the first, then
+        from the back those no worker has started), or all in the calling thread where ``parallel`` is False or
+        there are no workers."""
         if not parallel or self._pool is None:
             for function, *arguments in calls:
                 function(*arguments)
@@ -395,8 +396,8 @@ class Renderer:
         height, width = shift.values.shape
         source = self._remap_source(image)
         threads = self.threads if height * width >= _PARALLEL_MIN_PIXELS else 1
-        # Slices per view: two for every thread's share, so that a thread done early takes another (the right view's
-        # walk is the slower), none thinner than a band (per-call overhead).
+        # Slices per view: two for every thread's share, so that a thread done early takes another (views and bands
+        # differ in cost: holes, occlusions), none thinner than a band (per-call overhead).
         slices = max(1, min(-(-2 * threads // len(views)), height // _band_rows(width))) if threads > 1 else 1
         cuts = [round(height * k / slices) for k in range(slices + 1)]
         jobs = [(self._warp_rows, source, shift, view, positions, holes, top, bottom, direction)
