@@ -4,6 +4,7 @@ else from the background beside the hole; never across a cut; the same pixels ho
 import numpy as np
 import pytest
 
+from stereo3d.stereo import fill
 from stereo3d.stereo.fill import FrameWindow, windowed
 from stereo3d.stereo.warp import Renderer, StereoSettings
 
@@ -68,8 +69,28 @@ def test_no_frame_across_a_cut_fills_a_hole():
     assert sorted(window.neighbours(1).steps) == [-1, 1]
 
 
+def test_the_frame_pushed_while_one_renders_takes_no_slot_that_it_reads():
+    # While frame i renders, frame i + reach + 1 is pushed into the window's rings on another thread: the slot it
+    # goes into must be none that frame i's neighbours (or frame i itself) are read from.
+    reach = 3
+    frames = [moving_box(i, speed=4) for i in range(12)]
+    items = ((i, f, n) for i, (f, n) in enumerate(frames))
+    seen = 0
+    for index, _frame, _near, neighbours in windowed(items, reach, 0, len(frames)):
+        size = neighbours.frames.shape[0]
+        read = {*neighbours.slots.tolist(), index % size}
+        if index + reach + 1 < len(frames):
+            assert (index + reach + 1) % size not in read, index
+            seen += 1
+    assert seen == len(frames) - reach - 1
+
+
+@pytest.mark.parametrize("threaded", [False, True])
 @pytest.mark.parametrize("first,end", [(0, 9), (3, 6), (5, 9)])
-def test_a_segment_fills_its_holes_as_the_whole_video_does(first, end):
+def test_a_segment_fills_its_holes_as_the_whole_video_does(first, end, threaded, monkeypatch):
+    # Threaded: each frame pushed into the window on its own thread while the frames before it render, as frames of
+    # 256x256 and more are (these are smaller).
+    monkeypatch.setattr(fill, "THREADED_PUSH_PIXELS", 0 if threaded else fill.THREADED_PUSH_PIXELS)
     frames = [moving_box(i, speed=4) for i in range(9)]
     whole = render_with_neighbours(frames)
     segment = render_with_neighbours(frames, first, end)
