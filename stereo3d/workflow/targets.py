@@ -64,7 +64,7 @@ class Targets:
         return self.settings[video].depth(self.shape(video))
 
     def depth_key(self, video: str) -> str:
-        return depth_key(self.depth_settings(video))
+        return self.settings[video].depth_key(self.shape(video))
 
     def depth_params(self, wildcards) -> dict:
         """The depth rules' params: the video's ``DepthSettings``, for the job of the configured depth key."""
@@ -75,7 +75,7 @@ class Targets:
         return self.settings[video].near()
 
     def near_key(self, video: str) -> str:
-        return near_key(self.near_settings(video))
+        return self.settings[video].near_key()
 
     def near_params(self, wildcards) -> dict:
         """The near-map rules' params: the video's ``NearSettings`` by their dotted config keys, for the job of the
@@ -83,12 +83,10 @@ class Targets:
         settings = self.near_settings(wildcards.video)
         return _current(wildcards, "nkey", near_key(settings), settings.params())
 
-    def render_settings(self, video: str, shape: VideoShape | None = None) -> RenderSettings:
+    def render_settings(self, video: str) -> RenderSettings:
         """The video's render settings, built from its sections (config.yaml with its sheet row over them): the
-        render rules' params, its render key. ``shape``: from a probe on disk (prune), else asked of its probe."""
-        shape = shape if shape is not None else self.shape(video)
-        video_settings = self.settings[video]
-        return RenderSettings.from_sections(video_settings.sections, bars=video_settings.has_bars(shape))
+        render rules' params, its render key."""
+        return self.settings[video].render(self.shape(video))
 
     def render_params(self, wildcards) -> dict:
         """The render rules' params: the video's ``RenderSettings`` by their dotted config keys, for the job of the
@@ -97,7 +95,7 @@ class Targets:
         return _current(wildcards, "rkey", render_key(settings), settings.params())
 
     def render_key(self, video: str) -> str:
-        return render_key(self.render_settings(video))
+        return self.settings[video].render_key(self.shape(video))
 
     def stabiliser(self, video: str) -> Stabiliser:
         return self.settings[video].stabiliser
@@ -151,7 +149,7 @@ class Targets:
             kept[video] = {
                 "dkey": settings.depth_key(shape),
                 "nkey": settings.near_key(),
-                "rkey": render_key(self.render_settings(video, shape)),
+                "rkey": settings.render_key(shape),
                 "plan": settings.stabiliser.plan is not None,
             }
         return kept

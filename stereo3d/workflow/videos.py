@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from stereo3d.stabilisers import NearSettings, Stabiliser
 from stereo3d.stages.depth import DepthSettings
 from stereo3d.stages.probe import picture_of
+from stereo3d.stages.render import RenderSettings
 from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import LAYOUT_TAGS
 from stereo3d.stereo.warp import StereoSettings
@@ -96,7 +97,15 @@ class VideoSettings:
         near = self.near()
         return list(near.stabiliser.models(near)) if near.stabiliser.models else []
 
-    # --- render (the render stage's settings: stereo3d.workflow.targets.Targets.render_settings) ----------------
+    # --- render -------------------------------------------------------------------------------------------------
+    def render(self, shape: VideoShape | None) -> RenderSettings:
+        """The render stage's settings (its rules' params, its key): ``render.bars`` among them where the video's
+        picture lies inside bars."""
+        return RenderSettings.from_sections(self.sections, bars=self.has_bars(shape))
+
+    def render_key(self, shape: VideoShape | None) -> str:
+        return keys.render_key(self.render(shape))
+
     def has_bars(self, shape: VideoShape | None) -> bool:
         """Whether the video's render works on a picture inside bars (``render.bars`` is then one of its keys)."""
         return self.picture(shape) is not None
