@@ -270,33 +270,26 @@ def covered_frames(stores: Sequence[str | Path], first: int, end: int) -> tuple[
 
 def near_frames(stores: Sequence[str | Path], first: int, end: int):
     """The near maps of video frames ``first .. end - 1``, in order, from the ``stores`` that hold them (each
-    store's ``start`` attribute places it: the job's own and its neighbours')."""
+    store's ``start`` attribute places it: the job's own and its neighbours'), read a chunk at a time."""
     readers = []
     try:
         for path in stores:
             reader = MapReader(path)
             readers.append((int(reader.attrs.get("start", 0)), reader))
-        for index in range(first, end):
-            for start, reader in readers:
-                if start <= index < start + reader.frames:
-                    yield _map_at(reader, index - start)
+        index = first
+        for start, reader in sorted(readers, key=lambda item: item[0]):
+            if index >= end or not start <= index < start + reader.frames:
+                continue
+            for near in reader.from_frame(index - start):
+                if index == end:
                     break
-            else:
-                raise ValueError(f"no near map store holds frame {index} (stores: {', '.join(map(str, stores))})")
+                yield near
+                index += 1
+        if index < end:
+            raise ValueError(f"no near map store holds frame {index} (stores: {', '.join(map(str, stores))})")
     finally:
         for _, reader in readers:
             reader.close()
-
-
-def _map_at(reader: MapReader, index: int) -> np.ndarray:
-    """Map ``index`` of a store, reading it a chunk at a time (kept on the reader for the next frames)."""
-    chunk = index // reader.chunk
-    cached = getattr(reader, "_render_chunk", None)
-    if cached is None or cached[0] != chunk:
-        start = chunk * reader.chunk
-        cached = (chunk, reader.read(start, min(reader.chunk, reader.frames - start)))
-        reader._render_chunk = cached
-    return cached[1][index - chunk * reader.chunk]
 
 
 def _with_neighbours(indices, frames, maps, reach: int, first: int, end: int, kept: Area | None,
