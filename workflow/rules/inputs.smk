@@ -75,7 +75,8 @@ def get_near_models(wildcards):
 def get_depth_params(wildcards, output):
     """The video's DepthSettings (stereo3d.stages.depth), for the rules' params. Derived from the
     output, whose depth key names every field: Snakemake records no params derived from an output (a
-    change of them is a new path), so a depth computed before the rules showed them is not redone."""
+    change of them is a new path), so a depth computed before the rules showed them is not redone.
+    """
     return T.depth_params(wildcards)
 
 
