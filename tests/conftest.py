@@ -153,3 +153,12 @@ def pytest_make_collect_report(collector):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, and not on tests/conftest.py SKIPS_IN_CI: {reason}"
+
+
+def pytest_assertrepr_compare(op, left, right):
+    """Two files' bytes that differ, told in one line: pytest's own explanation of two bytes objects diffs them
+    element by element (minutes for a video of a few MB, and a wall of numbers)."""
+    if op == "==" and isinstance(left, bytes) and isinstance(right, bytes) and max(len(left), len(right)) > 4096:
+        first = next((i for i, (a, b) in enumerate(zip(left, right)) if a != b), min(len(left), len(right)))
+        return [f"{len(left)} bytes == {len(right)} bytes", f"they first differ at byte {first}"]
+    return None

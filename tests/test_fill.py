@@ -59,6 +59,36 @@ def test_a_hole_takes_the_background_that_the_frames_around_show():
     assert not (alone[8:32, hidden] == wall[8:32, 38:44]).all(axis=(1, 2)).any()  # no row of it is the wall
 
 
+def post_and_passer(present: bool):
+    """A still shot: a near post (columns 40..47) before a flat far wall, and, where ``present``, something at the
+    screen's depth just left of it (columns 34..39). In the left eye the post moves 3 px right: its hole (columns
+    37..42) lies on its left, where the wall or the passer is the background beside it."""
+    frame = np.full((HEIGHT, WIDTH, 3), WALL, np.uint8)
+    near = np.zeros((HEIGHT, WIDTH), np.float32)
+    frame[:, 40:48], near[:, 40:48] = 200, 1.0
+    if present:
+        frame[:, 34:40], near[:, 34:40] = PASSER, 0.5
+    return frame, near
+
+
+WALL, PASSER = 50, 120
+
+
+@pytest.mark.parametrize("passing", [2, 7])
+def test_a_hole_beside_a_passing_subject_keeps_the_background_most_frames_show(passing):
+    # Frame 4 and its 8 neighbours: the passer stands beside the post's hole in ``passing`` of the 9 frames (frame 4
+    # among them). For two frames it is not the background there (the hole would flash with its colour); for
+    # seven it is.
+    settings = StereoSettings(divergence_pct=12.5, convergence=0.5, edge_dilate_px=0, depth_upsample="bilinear")
+    shown = range(4 - passing // 2, 4 - passing // 2 + passing)
+    frames = [post_and_passer(i in shown) for i in range(9)]
+    items = ((i, f, n) for i, (f, n) in enumerate(frames))
+    with Renderer("cpu") as renderer:
+        for _index, frame, near, neighbours in windowed(items, 4, 4, 5):
+            left, _right = renderer.render_stereo(frame, near, settings, neighbours=neighbours)
+    assert (left[:, 40:43] == (PASSER if passing > 4 else WALL)).all()
+
+
 def test_no_frame_across_a_cut_fills_a_hole():
     window = FrameWindow(reach=2)
     frames = [moving_box(i) for i in range(3)]

@@ -51,6 +51,7 @@ STILL_GREY = 1.5  # ...and so where most of the farther half changed less than t
 # Frames of at least this many pixels are pushed into the window on a thread of their own (a smaller frame's push
 # costs less than the hand-off: at 64x36, 0.45 ms a frame more with the thread than without).
 THREADED_PUSH_PIXELS = 256 * 256
+LEAST = 4
 CUT_CHANGE = 0.25  # a picture change above this between two frames (mean grey level, 0..1) is a cut
 
 
@@ -441,6 +442,7 @@ def _repeat_background(holes, runs, positions, source, mirrored, out, frames, sl
     count = len(slots)
     values = np.empty(count + 1, np.float32)
     places = np.empty((count, 3), np.int64)  # (slot, row, column) of each neighbour's background pixel
+    depths = np.empty(count + 1, np.float32)
     for run in range(runs.shape[0]):
         y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
         # The background side: left in the left view, right in the right view; a run at the frame's edge on that
@@ -450,23 +452,53 @@ def _repeat_background(holes, runs, positions, source, mirrored, out, frames, sl
         else:
             column = width - 1 if end == width else int(np.floor(positions[y, end] + np.float32(0.5)))
         column = min(max(column, 0), width - 1)
-        background = _near_at(near, y, column, height, width) if count else np.float32(0.0)
-        found = 0  # the neighbours that still show the background there (the same for every channel)
+        # The background there is the farthest surface the frames show at it: a subject passing in front of it
+        # for a few frames is not the background (its colour would come and go in the hole).
+        own = _near_at(near, y, column, height, width) if count else np.float32(0.0)
+        reached = 0
         for k in range(count):
             row = int(np.floor(y + moves[run, k, 1] + 0.5))
             col = int(np.floor(column + moves[run, k, 0] + 0.5))
             if 0 <= row < height and 0 <= col < width:
-                if abs(_near_at(nears[slots[k]], row, col, height, width) - background) < BACKGROUND_TOLERANCE:
-                    places[found, 0], places[found, 1], places[found, 2] = slots[k], row, col
-                    found += 1
+                there = _near_at(nears[slots[k]], row, col, height, width)
+                places[reached, 0], places[reached, 1], places[reached, 2] = slots[k], row, col
+                depths[reached] = there
+                reached += 1
+        depths[reached] = own
+        background = _farthest_shown(depths, reached + 1)
+        found = 0  # the neighbours that show the background there (the same for every channel)
+        for k in range(reached):
+            if abs(depths[k] - background) < BACKGROUND_TOLERANCE:
+                places[found] = places[k]
+                found += 1
+        first = 1 if abs(own - background) < BACKGROUND_TOLERANCE else 0  # the frame itself shows it
         for c in range(channels):
             values[0] = source[y, column, c]
             for k in range(found):
-                values[k + 1] = frames[places[k, 0], places[k, 1], places[k, 2], c]
-            value = _median(values, found + 1)
+                values[first + k] = frames[places[k, 0], places[k, 1], places[k, 2], c]
+            value = _median(values, found + first)
             for target in range(start, end):
                 if holes[y, target] == 1:  # (2: filled from another frame)
                     out[y, target, c] = value
+
+
+@njit(nogil=True, cache=True)
+def _farthest_shown(depths, count):
+    """The farthest of ``depths[:count]`` (one place's near value in several frames) that at least half of them
+    show (within ``BACKGROUND_TOLERANCE``): the background there. A subject passing in front of it for a few frames
+    is not (its colour would come and go in the holes beside it), nor a farther surface one frame shows by the
+    flow's misplacement."""
+    background = depths[count - 1]
+    for k in range(count):
+        if depths[k] >= background:
+            continue
+        seen = 0
+        for j in range(count):
+            if abs(depths[j] - depths[k]) < BACKGROUND_TOLERANCE:
+                seen += 1
+        if seen >= max(1, count // 2):
+            background = depths[k]
+    return background
 
 
 @njit(nogil=True, cache=True)
