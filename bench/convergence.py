@@ -1,6 +1,6 @@
 """Q4: automatic convergence on generated shots with a known subject (``stereo3d.qc.truth.shots``).
 
-    python -m bench.convergence
+    python -m bench.convergence [--plot [PATH]]
 
 A close-up, a medium shot and a landscape, cut together (120 frames at 24 fps, 480x270), their exact near maps
 planned as the ``convergence_plan`` job plans a video (``stereo3d.stereo.convergence``): the subject found in each
@@ -14,7 +14,9 @@ frame, eased within its shot, reset at the cuts (found from the picture changes,
 
 from __future__ import annotations
 
+import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -27,6 +29,7 @@ FPS = 24.0
 DIVERGENCE_PCT = 2.0  # the renderer's default
 STEP_GOAL_PCT = 0.02
 FIXED = 0.25  # the earlier default convergence
+PLOT = Path(__file__).parent / "recorded" / "convergence_shots.png"
 
 
 def shot_library() -> dict:
@@ -50,14 +53,34 @@ def shot_library() -> dict:
         return {key: data[key] for key in data.files}
 
 
-def run() -> dict:
+def track() -> dict:
+    """The shots planned as the ``convergence_plan`` job plans a video: each frame's shot, the subject found in it,
+    its nearest content, the screen plane, and the true subject (near values)."""
     data = shot_library()
-    nears, subjects = data["near"], data["subject"]
+    nears = data["near"]
     shots = convergence.shots_of(data["change"])
     found = np.array([convergence.subject_near(near, nears[i - 1] if i and shots[i] == shots[i - 1] else None)
                       for i, near in enumerate(nears)])  # fmt: skip
     fronts = np.array([convergence.front_near(near) for near in nears])
     planes = convergence.plan(found, fronts, shots, FPS, DIVERGENCE_PCT)
+    return {"shots": shots, "found": found, "fronts": fronts, "planes": planes, "subjects": data["subject"]}
+
+
+def plot(out: Path) -> None:
+    """The track as the report draws a video's (``qc.figures.convergence_figure``)."""
+    from stereo3d.qc import figures
+    from stereo3d.stereo.warp import StereoSettings
+
+    t = track()
+    times = np.arange(len(t["planes"])) / FPS
+    image = figures.convergence_figure(times, t["planes"], t["found"], t["fronts"], t["shots"], DIVERGENCE_PCT,
+                                       StereoSettings().front_limit_pct, "three generated shots", "auto")  # fmt: skip
+    figures.write_png(out, image)
+
+
+def run() -> dict:
+    t = track()
+    shots, found, fronts, planes, subjects = (t[key] for key in ("shots", "found", "fronts", "planes", "subjects"))
     subject_pct = (subjects - planes) * DIVERGENCE_PCT
     fixed_pct = (subjects - (1.0 - FIXED)) * DIVERGENCE_PCT
     inside = shots[1:] == shots[:-1]
@@ -110,5 +133,15 @@ def figure() -> dict:
     }  # fmt: skip
 
 
-if __name__ == "__main__":
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plot", type=Path, nargs="?", const=PLOT, help=f"also draw the track (default {PLOT})")
+    args = parser.parse_args()
     print(json.dumps(run(), indent=1))
+    if args.plot:
+        plot(args.plot)
+        print(args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -12,7 +12,9 @@ the foreground that covers it there. A hole is filled with background, never wit
    frames scored worse against ground truth).
 2. **From the background side** (``spatial``): each hole run repeats the source pixel of its background-side
    neighbour (the left one in the left view, the right one in the right view), taken at a whole pixel so that no
-   foreground is resampled into it; then each filled pixel is the mean of the filled pixels of its column within
+   foreground is resampled into it, as the median of that place over the frames around that show the background
+   there: the farthest surface at least half of them show (a subject passing beside the hole for a few frames
+   is not its background); then each filled pixel is the mean of the filled pixels of its column within
    ``SMOOTH_ROWS`` rows, so that the repeat does not draw the background's texture out into streaks.
 
 Both run on the CPU for either render device, so the GPU and the CPU fill the same pixels.
@@ -433,10 +435,10 @@ def _scan_runs(holes, words, runs):
 @njit(nogil=True, cache=True)
 def _repeat_background(holes, runs, positions, source, mirrored, out, frames, slots, moves, near, nears):
     """Each hole pixel's repeat of its run's background-side source pixel, into ``out`` (hole pixels only): the
-    median of that pixel in this frame and, where ``frames`` around it are given, in each of them where the run's
-    background went (``moves``) and the depth there is still the background's (``nears`` against ``near``). A
-    background pixel is steadier over time than in one frame: grain, or a subject passing, change it for a frame
-    or two, not the median."""
+    median of that pixel over this frame and, where ``frames`` around it are given, each of them where the run's
+    background went (``moves``), among those whose depth there (``near``, ``nears``) is the background's: the
+    farthest that at least half of them show (``_farthest_shown``). A background pixel is steadier over time than
+    in one frame: grain, or a subject passing, change it for a frame or two, not the median."""
     height, width = holes.shape
     channels = source.shape[2]
     count = len(slots)
@@ -484,12 +486,17 @@ def _repeat_background(holes, runs, positions, source, mirrored, out, frames, sl
 
 @njit(nogil=True, cache=True)
 def _farthest_shown(depths, count):
-    """The farthest of ``depths[:count]`` (one place's near value in several frames) that at least half of them
-    show (within ``BACKGROUND_TOLERANCE``): the background there. A subject passing in front of it for a few frames
-    is not (its colour would come and go in the holes beside it), nor a farther surface one frame shows by the
-    flow's misplacement."""
+    """The farthest of ``depths[:count]`` (one place's near value in the frames around, this frame's last) that at
+    least half of them show (within ``BACKGROUND_TOLERANCE``): the background there. A subject passing in front of it
+    for a few frames is not (its colour would come and go in the holes beside it), nor a farther surface one frame
+    shows by the flow's misplacement."""
     background = depths[count - 1]
-    for k in range(count):
+    farthest = background
+    for k in range(count - 1):
+        farthest = min(farthest, depths[k])
+    if farthest >= background:
+        return background  # (most places: nothing farther shows there)
+    for k in range(count - 1):
         if depths[k] >= background:
             continue
         seen = 0
