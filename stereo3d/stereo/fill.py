@@ -333,6 +333,10 @@ def _run_moves(runs, positions, mirrored, steps, flows, pair_slots, anchor_px):
     count = len(steps)
     moves = np.zeros((runs.shape[0], count, 2))
     away = 1 if mirrored else -1  # from a hole towards its background side
+    # The neighbour (its index) ``step`` frames before (row 0) or after (row 1), -1 where there is none.
+    reaching = np.full((2, count + 1), -1, np.int64)
+    for k in range(count):
+        reaching[0 if steps[k] < 0 else 1, abs(steps[k])] = k
     for run in range(runs.shape[0]):
         y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
         side = end if mirrored else start - 1  # the run's background-side neighbour
@@ -342,10 +346,7 @@ def _run_moves(runs, positions, mirrored, steps, flows, pair_slots, anchor_px):
         for direction in (-1, 1):
             ax, ay = anchor_x, float(y)
             for step in range(1, count + 1):
-                reached = -1
-                for k in range(count):
-                    if steps[k] == direction * step:
-                        reached = k
+                reached = reaching[(direction + 1) // 2, step]
                 if reached < 0:
                     break
                 motion_x, motion_y = _flow_at(flows[pair_slots[reached]], ay, ax, height, width)
