@@ -365,8 +365,8 @@ def test_the_preview_computes_its_segments_first_frames_under_the_lock_and_reads
                            full, **job)  # fmt: skip
     assert "finished" in second["depth"] and locked == []
     # The preview's stores copy the segment's frames by decoding and storing them again: the same maps to float32
-    # rounding (quantising 1 / depth a second time moves some values by an ulp or two, on this AVX-512 CPU and not
-    # on an AVX2 one). That the second preview computed nothing is shown above: no batch ran.
+    # rounding (quantising 1 / depth a second time moved some values by an ulp or two on an AVX-512 EPYC, none on
+    # an AVX2 one). That the second preview computed nothing is shown above: no batch ran.
     with MapReader(full) as segment, MapReader(tmp_path / "p1.zarr") as one, MapReader(tmp_path / "p2.zarr") as two:
         np.testing.assert_allclose(one.read(), segment.read(0, 12), rtol=1e-6, atol=0)
         np.testing.assert_allclose(two.read(), segment.read(0, 12), rtol=1e-6, atol=0)

@@ -53,7 +53,6 @@ STILL_GREY = 1.5  # ...and so where most of the farther half changed less than t
 # Frames of at least this many pixels are pushed into the window on a thread of their own (a smaller frame's push
 # costs less than the hand-off: at 64x36, 0.45 ms a frame more with the thread than without).
 THREADED_PUSH_PIXELS = 256 * 256
-LEAST = 4
 CUT_CHANGE = 0.25  # a picture change above this between two frames (mean grey level, 0..1) is a cut
 
 
@@ -455,8 +454,8 @@ def _repeat_background(holes, runs, positions, source, mirrored, out, frames, sl
         else:
             column = width - 1 if end == width else int(np.floor(positions[y, end] + np.float32(0.5)))
         column = min(max(column, 0), width - 1)
-        # The background there is the farthest surface the frames show at it: a subject passing in front of it
-        # for a few frames is not the background (its colour would come and go in the hole).
+        # The background there is the farthest surface that at least half the frames show at it: a subject
+        # passing in front of it for a few frames is not (its colour would come and go in the hole).
         own = _near_at(near, y, column, height, width) if count else np.float32(0.0)
         reached = 0
         for k in range(count):
