@@ -103,3 +103,16 @@ def test_a_depth_jobs_session_computes_in_its_settings_precision(tmp_path):
     with pytest.raises(ValueError, match="precision 'fast' is not the depth settings' 'exact'"):
         estimate_depth(tmp_path / "clip.mp4", {}, tmp_path / "model.onnx", tmp_path / "depth.zarr", DepthSettings(),
                        options=SessionOptions(precision="fast"))  # fmt: skip
+
+
+@pytest.mark.parametrize("named", [DepthSettings(size=(140, 84)), DepthSettings(size=(84, 56), contract="float")])
+def test_a_depth_job_refuses_an_export_other_than_the_one_its_settings_name(tmp_path, named):
+    # The job's key names its settings' export: depth computed by another file would be stored under that name.
+    from test_sky import sky_graph
+
+    from stereo3d.errors import BadModel
+
+    model = sky_graph(tmp_path / "model.onnx", 84, 56)  # an 84x56 export with DA3's uint8 input
+    with pytest.raises(BadModel, match=r"model\.onnx: an export of 84x56 with uint8 input, where the depth settings"):
+        estimate_depth(tmp_path / "clip.mp4", {}, model, tmp_path / "depth.zarr", named)
+    assert not list(tmp_path.glob("*depth.zarr*"))

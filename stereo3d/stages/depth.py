@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from stereo3d.defaults import default
+from stereo3d.errors import BadModel
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.mapstore import MapWriter, finished_by, store_lock
 from stereo3d.io.resume import job_identity
@@ -89,12 +90,14 @@ class DepthSettings:
 
 
 def estimate_depth(video: str | Path, probe: dict, model: str | Path, out: str | Path,
-                   settings: DepthSettings = DepthSettings(), *, batch: int = default("da3.batch"),
+                   settings: DepthSettings | None = None, *, batch: int = default("da3.batch"),
                    options: SessionOptions | None = None, start: int = 0,
                    count: int | None = None) -> dict:  # fmt: skip
     """Write raw DA3 depth of frames [start, start + count) of ``video`` to the map store ``out``, through the
     export ``model`` (the one ``settings`` name), ``batch`` frames per call, in a session opened with ``options``
-    (None: the CPU-or-best defaults; their precision is the settings').
+    (None: the CPU-or-best defaults; their precision is the settings'). ``settings`` name the export its key is of
+    (``BadModel`` if ``model`` is another: a different size or input contract); None: the export's own, at the
+    config's defaults otherwise.
 
     ``settings.picture``: the area of the frame the depth covers (the picture inside baked-in bars; None: the whole
     frame). It is cut out of each decoded picture before scaling, and it alone is placed in the export: the bars
@@ -109,7 +112,7 @@ def estimate_depth(video: str | Path, probe: dict, model: str | Path, out: str |
 
 
 def estimate_first_frames(video: str | Path, probe: dict, model: str | Path, out: str | Path, frames: int,
-                          settings: DepthSettings = DepthSettings(), *, batch: int = default("da3.batch"),
+                          settings: DepthSettings | None = None, *, batch: int = default("da3.batch"),
                           options: SessionOptions | None = None, start: int = 0,
                           count: int | None = None) -> dict:  # fmt: skip
     """The first ``frames`` frames (a multiple of the store's chunk, less than the job's) of the depth job
@@ -153,13 +156,21 @@ class _DepthJob:
         return depth_identity(self.video, self.model, self.start, self.total, self.placement, self.batch, self.picture)
 
     @classmethod
-    def open(cls, video, probe, model, out, settings: DepthSettings, batch: int, options: SessionOptions | None,
-             start: int, count: int | None) -> _DepthJob:  # fmt: skip
+    def open(cls, video, probe, model, out, settings: DepthSettings | None, batch: int,
+             options: SessionOptions | None, start: int, count: int | None) -> _DepthJob:  # fmt: skip
+        named = settings
+        settings = DepthSettings() if settings is None else settings
         placement, picture = settings.placement, settings.picture
         started = time.perf_counter()
         session = open_session(model, session_options(settings, options))
         contract = DepthModel(session, model)
         opened_s = time.perf_counter() - started
+        if named is not None and (contract.shape, contract.input_contract) != (tuple(named.size), named.contract):
+            # The job's key names the settings' export: depth of another would be stored under the wrong name.
+            (width, height), (w, h) = contract.shape, named.size
+            raise BadModel(model, f"an export of {width}x{height} with {contract.input_contract} input, where the "
+                                  f"depth settings name {w}x{h} with {named.contract} input (export it again, or "
+                                  "remove it for the export rule to remake it)")  # fmt: skip
         info = probe["video"]
         shown = (info["display_width"], info["display_height"]) if picture is None else picture.size
         placed = placement_for(*shown, contract.shape, placement)
