@@ -93,7 +93,7 @@ def test_profile_parses_and_comments_every_key(profile):
 def test_the_licence_file_is_the_mit_licence_that_pyproject_and_the_readme_name():
     licence = (ROOT / "LICENSE").read_text()
     assert licence.startswith("MIT License\n") and "Permission is hereby granted, free of charge" in licence
-    assert _project()["license"] == {"text": "MIT"}
+    assert _project()["license"] == "MIT" and _project()["license-files"] == ["LICENSE"]
     assert "The code is MIT (`LICENSE`)" in (ROOT / "README.md").read_text()
 
 
