@@ -141,7 +141,7 @@ def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, t
     # it once its video is joined, and the marker names a path that is gone (the results above are the check that it
     # was whole). Any other marker is a job the last run left unfinished.
     marked = [workdir / _marked_path(name) for name in running_jobs(workdir)]
-    unfinished = [str(path) for path in marked if not _complete(path) and not _joined_segment(path)]
+    unfinished = [str(path) for path in marked if not _complete(path)]
     assert unfinished == [], f"seed {seed}: jobs left incomplete after the last run"
     assert planned_jobs(workdir, "--rerun-incomplete") == {}, f"seed {seed}: the last run left work to do"
     assert stray_files(workdir) == [], f"temporaries of killed jobs left behind (seed {seed})"
@@ -153,14 +153,9 @@ def _marked_path(marker: str) -> str:
 
 
 def _complete(path: Path) -> bool:
-    """An output under its final name with nothing of it half-written beside it (stores are renamed whole)."""
-    return path.exists() and not path.with_name(f".{path.name}.partial").exists()
-
-
-def _joined_segment(path: Path) -> bool:
-    """An encoded segment that Snakemake deleted as a temporary once its video was joined: gone, nothing of it
-    half-written beside it."""
-    return "render" in path.parts and not path.exists() and not path.with_name(f".{path.name}.partial").exists()
+    """An output under its final name with nothing of it half-written beside it (stores are renamed whole), or an
+    encoded segment that is gone: Snakemake deletes that temporary once its video is joined."""
+    return not path.with_name(f".{path.name}.partial").exists() and (path.exists() or "render" in path.parts)
 
 
 def running_jobs(workdir: Path) -> list[str]:
