@@ -202,6 +202,10 @@ def figures(size: tuple[int, int] = (960, 540), frames: int = 24) -> dict:
             # the warp covers in one frame or both (the same for any fill of these holes).
             fill_own={"renderer": ours.get("fill_flicker"), "telea": telea.get("fill_flicker"),
                       "renderer_share_of_flicker": ours.get("fill_flicker_share")},
+            # The warp's part over Telea's whole: the figure of a fill that never changed, the least any fill of
+            # these holes can score (the goal needs the fill's own flicker below the difference).
+            floor_with_this_warp=(ours["warp_flicker"] / max(telea["hole_flicker"], 1e-9)
+                                  if "warp_flicker" in ours else None),
         ),
     }  # fmt: skip
 

@@ -69,3 +69,21 @@ def test_scores_are_taken_per_pixel_class():
     assert scores["visible_psnr_db"] is None  # no error at all
     assert 27.0 < scores["hole_psnr_db"] < 29.0  # 20 log10(255 / ~10)
     assert scores["hole_pixels"] == 8 and scores["visible_pixels"] == 16
+
+
+def test_flicker_is_split_into_the_fills_own_and_the_warps():
+    still = np.zeros((2, 4), bool)
+    still[:, :3] = True  # 6 still hole pixels
+    painted = np.zeros((2, 4), bool)
+    painted[:, :2] = True  # the fill paints 4 of them in both frames; the warp covers the other 2 in one
+    before = np.zeros((2, 4, 3), np.uint8)
+    now = before.copy()
+    now[:, 0] = 6  # the fill's own change (2 pixels)
+    now[:, 2] = 30  # the warp's (2 pixels), the same for any fill
+    now[:, 3] = 90  # not still: not counted
+    tally = viewing.Tally()
+    tally.add_change(before, now, before, before, still, painted)
+    scores = tally.scores()
+    assert scores["hole_flicker"] == (2 * 6 + 2 * 30) / 6
+    assert scores["fill_flicker"] == 2 * 6 / 4
+    assert scores["warp_flicker"] == 2 * 30 / 6  # what a fill that never changed would score

@@ -79,6 +79,8 @@ class Tally:
             # The fill's own flicker (over the pixels it paints in both frames) and their share of all flicker.
             out["fill_flicker"] = round(self.fill_flicker / self.fill_flicker_count, 4)
             out["fill_flicker_share"] = round(self.fill_flicker / max(self.flicker, 1e-9), 4)
+            # The rest, over all the still pixels: what a fill that never changed would score with this warp.
+            out["warp_flicker"] = round((self.flicker - self.fill_flicker) / self.flicker_count, 4)
         return out
 
 
