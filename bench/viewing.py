@@ -125,12 +125,13 @@ def score(sequences_: dict, views_of, painted: bool = False) -> dict:
                 still = (classes == truth.HOLE) & sequence[f"{eye_name}_static"][index]
                 current.append((view, truth_view, still, holes[index][eye] if painted else None))
             if previous is not None:
-                for (was, was_truth, was_still, was_hole), (now, now_truth, now_still, now_hole) in zip(
-                    previous, current
+                for eye, ((was, was_truth, was_still, was_hole), (now, now_truth, now_still, now_hole)) in enumerate(
+                    zip(previous, current)
                 ):
                     both = None if now_hole is None else was_hole & now_hole
+                    label = f"{name}, {('left', 'right')[eye]} eye, frame {index - 1} -> {index}"
                     for tally in (pooled, own):
-                        tally.add_change(was, now, was_truth, now_truth, was_still & now_still, both)
+                        tally.add_change(was, now, was_truth, now_truth, was_still & now_still, both, label)
             previous = current
         each[name] = own.scores()
     return {**pooled.scores(), "sequences": each}
@@ -206,6 +207,7 @@ def figures(size: tuple[int, int] = (960, 540), frames: int = 24) -> dict:
             # these holes can score (the goal needs the fill's own flicker below the difference).
             floor_with_this_warp=(ours["warp_flicker"] / max(telea["hole_flicker"], 1e-9)
                                   if "warp_flicker" in ours else None),
+            largest_changes={"renderer": ours.get("largest_changes"), "telea": telea.get("largest_changes")},
         ),
     }  # fmt: skip
 

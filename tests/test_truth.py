@@ -82,8 +82,10 @@ def test_flicker_is_split_into_the_fills_own_and_the_warps():
     now[:, 2] = 30  # the warp's (2 pixels), the same for any fill
     now[:, 3] = 90  # not still: not counted
     tally = viewing.Tally()
-    tally.add_change(before, now, before, before, still, painted)
+    tally.add_change(before, now, before, before, still, painted, "frame 0 -> 1")
+    tally.add_change(now, now, before, before, still, painted, "frame 1 -> 2")  # no change
     scores = tally.scores()
-    assert scores["hole_flicker"] == (2 * 6 + 2 * 30) / 6
-    assert scores["fill_flicker"] == 2 * 6 / 4
-    assert scores["warp_flicker"] == 2 * 30 / 6  # what a fill that never changed would score
+    assert scores["hole_flicker"] == (2 * 6 + 2 * 30) / 12
+    assert scores["fill_flicker"] == 2 * 6 / 8
+    assert scores["warp_flicker"] == 2 * 30 / 12  # what a fill that never changed would score
+    assert scores["largest_changes"][0] == {"change": "frame 0 -> 1", "fill_own": 12, "warp": 60}

@@ -38,6 +38,8 @@ class Tally:
     # rest are pixels the warp covers in one frame or both, the same for every fill of the same holes.
     fill_flicker: float = 0.0
     fill_flicker_count: int = 0
+    # Each change's sums (label, the fill's own, the warp's) where labelled: where the flicker comes from.
+    changes: list = field(default_factory=list)
 
     def add(self, view: np.ndarray, truth: np.ndarray, classes: np.ndarray) -> None:
         """Scores one view against its truth, per class of its pixels."""
@@ -50,19 +52,24 @@ class Tally:
             self.count[name] += int(mask.sum())
 
     def add_change(self, previous: np.ndarray, view: np.ndarray, previous_truth: np.ndarray, truth: np.ndarray,
-                   still: np.ndarray, painted: np.ndarray | None = None) -> None:  # fmt: skip
+                   still: np.ndarray, painted: np.ndarray | None = None, label: str | None = None) -> None:  # fmt: skip
         """The fill's change from the previous frame at the ``still`` pixels: holes in both frames that see only
         surfaces that do not move, through a camera that does not move. ``painted``: the pixels that the method
-        fills in both frames (its own holes), where known."""
+        fills in both frames (its own holes), where known; ``label``: the change's name among the largest
+        (``scores``' ``largest_changes``)."""
         truth_change = np.abs(truth.astype(np.float32) - previous_truth.astype(np.float32)).mean(axis=2)
         mask = still
         change = np.abs(view.astype(np.float32) - previous.astype(np.float32)).mean(axis=2)
         self.flicker += float(change[mask].sum())
         self.truth_flicker += float(truth_change[mask].sum())
         self.flicker_count += int(mask.sum())
+        own = 0.0
         if painted is not None:
-            self.fill_flicker += float(change[mask & painted].sum())
+            own = float(change[mask & painted].sum())
+            self.fill_flicker += own
             self.fill_flicker_count += int((mask & painted).sum())
+        if label is not None and mask.any():
+            self.changes.append((label, own, float(change[mask].sum()) - own))
 
     def scores(self) -> dict:
         out = {}
@@ -81,6 +88,11 @@ class Tally:
             out["fill_flicker_share"] = round(self.fill_flicker / max(self.flicker, 1e-9), 4)
             # The rest, over all the still pixels: what a fill that never changed would score with this warp.
             out["warp_flicker"] = round((self.flicker - self.fill_flicker) / self.flicker_count, 4)
+        if self.changes:
+            # The largest frame changes (sums of grey levels over the still pixels): one event can be most of it.
+            largest = sorted(self.changes, key=lambda change: -(change[1] + change[2]))[:5]
+            out["largest_changes"] = [{"change": label, "fill_own": round(own), "warp": round(warp)}
+                                      for label, own, warp in largest]  # fmt: skip
         return out
 
 
