@@ -205,7 +205,7 @@ def figures(size: tuple[int, int] = (960, 540), frames: int = 24) -> dict:
                       "renderer_share_of_flicker": ours.get("fill_flicker_share")},
             # The warp's part over Telea's whole: the figure of a fill that never changed, the least any fill of
             # these holes can score (the goal needs the fill's own flicker below the difference).
-            floor_with_this_warp=(ours["warp_flicker"] / max(telea["hole_flicker"], 1e-9)
+            floor_with_this_warp=(round(ours["warp_flicker"] / max(telea["hole_flicker"], 1e-9), 3)
                                   if "warp_flicker" in ours else None),
             largest_changes={"renderer": ours.get("largest_changes"), "telea": telea.get("largest_changes")},
         ),
