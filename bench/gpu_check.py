@@ -347,6 +347,7 @@ def _x264(width: int, height: int, frames: int) -> dict:
         "render_fps": fig["render_fps"],
         "x264_veryfast_fps": fig["encode_fps_x264_veryfast"],
         "render_over_x264": fig["ratio"],
+        "x264_default_preset": fig["default_preset"],
     }
 
 
