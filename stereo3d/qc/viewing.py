@@ -60,7 +60,8 @@ class Tally:
         truth_change = np.abs(truth.astype(np.float32) - previous_truth.astype(np.float32)).mean(axis=2)
         mask = still
         change = np.abs(view.astype(np.float32) - previous.astype(np.float32)).mean(axis=2)
-        self.flicker += float(change[mask].sum())
+        total = float(change[mask].sum())
+        self.flicker += total
         self.truth_flicker += float(truth_change[mask].sum())
         self.flicker_count += int(mask.sum())
         own = 0.0
@@ -69,7 +70,7 @@ class Tally:
             self.fill_flicker += own
             self.fill_flicker_count += int((mask & painted).sum())
         if label is not None and mask.any():
-            self.changes.append((label, own, float(change[mask].sum()) - own))
+            self.changes.append((label, own, total - own))
 
     def scores(self) -> dict:
         out = {}
