@@ -261,6 +261,30 @@ def test_depth_edges_of_a_small_map_land_on_the_pictures_edges():
         assert not np.array_equal(a, c)
 
 
+def test_a_gap_thinner_than_the_maps_samples_takes_the_depth_of_what_it_shows(monkeypatch):
+    # A post two pixels wide, one background pixel, then a box: at a quarter of the size, the samples around the gap
+    # blend post, background and box, and none holds the background's depth. The gap's pixel matches none of its
+    # four samples and finds the background's depth two samples away; its four alone would give it the box's.
+    from stereo3d.stereo import upsample
+
+    frame = np.zeros((8, 64, 3), np.uint8)
+    near = np.zeros((8, 64), np.float32)
+    frame[:, 28:30], near[:, 28:30] = 255, 1.0
+    frame[:, 31:44], near[:, 31:44] = (200, 40, 40), 0.5
+    small = np.rint(cv2.resize(near, (16, 2), interpolation=cv2.INTER_AREA) * 1000).astype(np.int16)
+
+    def picked():
+        enlarged = cv2.resize(small, (64, 8), interpolation=cv2.INTER_LINEAR)
+        upsample.pick_edges(enlarged, small, frame, threshold=50)
+        return enlarged
+
+    wide = picked()
+    assert (wide[:, 30] == 0).all()  # the gap: background
+    assert (wide[:, 31:44] == 500).all() and (wide[:, 20:28] == 0).all() and (wide[:, 44:] == 0).all()
+    monkeypatch.setattr(upsample, "REACH", 0)
+    assert (picked()[:, 30] == 500).all()
+
+
 def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
     from stereo3d.stereo import warp as render
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import cv2
@@ -165,7 +167,8 @@ class Parallax:
         return parallax
 
     def fixed_shift(self, near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int, share: float,
-                    frame: np.ndarray | None = None) -> FixedShift:  # fmt: skip
+                    frame: np.ndarray | None = None, run: Callable | None = None,
+                    parts: int = 1) -> FixedShift:  # fmt: skip
         """``share`` times ``px`` of the near map brought to frame size ``shape`` = (H, W) (bilinear) with its
         foreground grown by ``edge_dilate_px`` along rows, rounded to the fixed-point grid of that width.
 
@@ -192,8 +195,8 @@ class Parallax:
         if values.shape != shape:
             small = values
             values = cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
-            if frame is not None:  # depth edges onto the picture's (stereo3d.stereo.upsample)
-                _upsample().pick_edges(values, small, frame, abs(int(round(_upsample().EDGE_PX * unit))))
+            if frame is not None:  # depth edges onto the picture's (stereo3d.stereo.upsample), in ``parts`` by ``run``
+                _upsample().pick_edges(values, small, frame, abs(int(round(_upsample().EDGE_PX * unit))), run, parts)
         if edge_dilate_px > 0:
             # Along rows only: parallax is horizontal, so growing the foreground up and down would only move the
             # pixels above and below it sideways with it (bench Q1: +0.26 dB where both eyes see, holes no worse).
@@ -219,12 +222,14 @@ def fixed_shift_of_near(near: np.ndarray, shape: tuple[int, int], settings: Ster
     return Parallax.of(settings, shape[1]).fixed_shift(near, shape, settings.edge_dilate_px, share)
 
 
-def view_shift(frame: np.ndarray, near: np.ndarray, settings: StereoSettings, share: float) -> FixedShift:
+def view_shift(frame: np.ndarray, near: np.ndarray, settings: StereoSettings, share: float,
+               run: Callable | None = None, parts: int = 1) -> FixedShift:  # fmt: skip
     """The left view's shift for ``frame`` ([H, W, ...]) from its ``near`` map (any size): ``fixed_shift_of_near``,
-    with the map's depth edges put on the frame's edges where ``settings.depth_upsample`` says so."""
+    with the map's depth edges put on the frame's edges where ``settings.depth_upsample`` says so (in ``parts``
+    run side by side by ``run``, a renderer's threads)."""
     guide = frame if settings.depth_upsample == "edges" else None
     return Parallax.of(settings, frame.shape[1]).fixed_shift(near, frame.shape[:2], settings.edge_dilate_px, share,
-                                                             guide)  # fmt: skip
+                                                             guide, run, parts)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -308,7 +313,7 @@ class Renderer:
         share = 0.5 if settings.original_eye == "none" else 1.0
         if settings.fill != "temporal":
             neighbours = None
-        shift = view_shift(frame, near, settings, share)
+        shift = view_shift(frame, near, settings, share, *self._side_by_side(frame.shape[:2]))
         if settings.original_eye == "none":
             left, right = self._render_eyes(frame, shift, (False, True), out, neighbours)
             return left, right
@@ -354,6 +359,13 @@ class Renderer:
                  for index, (view, direction, (positions, holes)) in enumerate(zip(views, mirrored, maps))]  # fmt: skip
         self._run([(_fill().fill_holes, *job) for job in fills], parallel=image.size >= 3 * _PARALLEL_MIN_PIXELS)
         return views
+
+    def _side_by_side(self, shape: tuple[int, int]) -> tuple[Callable | None, int]:
+        """How a frame of ``shape`` splits work that runs in bands (a ``run`` of calls and how many): two bands a
+        render thread, or the calling thread alone for small frames."""
+        if self._pool is None or shape[0] * shape[1] < _PARALLEL_MIN_PIXELS:
+            return None, 1
+        return partial(self._run, parallel=True), 2 * self.threads
 
     def _run(self, calls: list[tuple], parallel: bool) -> None:
         """Runs ``(function, *arguments)`` calls on the render threads (the calling thread takes the first, then
