@@ -18,6 +18,9 @@ import numpy as np
 
 from stereo3d.stereo import splat
 
+if not hasattr(np, "row_stack"):  # NumPy 2.5 removed this alias; numba-cuda's NumPy typing still names it
+    np.row_stack = np.vstack
+
 try:  # a module global, not a local: numba's simulator swaps this name for its fake device module in kernels
     from numba import cuda
 except ImportError as _missing:  # numba without its CUDA target
