@@ -5,6 +5,7 @@ out at its size with the stereo signalling read back by ffmpeg."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -133,9 +134,28 @@ def test_variable_frame_rate_source_keeps_its_timestamps(make_clip, tmp_path):
 @pytest.mark.parametrize(("fps", "vfr"), [("24000/1001", False), ("240", False), ("24", True)],
                          ids=["23.976", "240", "vfr"])  # fmt: skip
 def test_joined_result_keeps_the_source_frame_times_exactly(make_clip, tmp_path, fps, vfr, segment):
+    _assert_joined_at_the_source_frame_times(make_clip, tmp_path, fps, vfr, segment)
+
+
+# The oldest ffmpeg the package supports (7.0: imageio-ffmpeg 0.6.0's), as a system or NVENC build named by
+# STEREO3D_FFMPEG may be; CI puts one here. Its setts filter has no prescale and reads timestamps differently.
+OLDEST_FFMPEG = os.environ.get("STEREO3D_TEST_OLDEST_FFMPEG")
+
+
+@pytest.mark.skipif(not OLDEST_FFMPEG, reason="no STEREO3D_TEST_OLDEST_FFMPEG (an ffmpeg 7.0 binary) given")
+@pytest.mark.parametrize(("fps", "vfr"), [("24000/1001", False), ("24", True)], ids=["23.976", "vfr"])
+def test_the_oldest_supported_ffmpeg_joins_at_the_source_frame_times_too(make_clip, tmp_path, monkeypatch, fps,
+                                                                         vfr):  # fmt: skip
+    _assert_joined_at_the_source_frame_times(make_clip, tmp_path, fps, vfr, 16, monkeypatch, OLDEST_FFMPEG)
+
+
+def _assert_joined_at_the_source_frame_times(make_clip, tmp_path, fps, vfr, segment, monkeypatch=None,
+                                             ffmpeg=None):  # fmt: skip
     # Frame steps of 1001/24000 or 1/240 s are no whole milliseconds, which is all the Matroska render
     # intermediates hold; the medium preset's B-frames give decode times apart from presentation times.
     source = make_clip("clip.mp4", width=32, height=16, frames=40, fps=fps, vfr=vfr, audio=True)
+    if ffmpeg:  # the source is made by the bundled ffmpeg; rendering, encoding and joining by this one
+        monkeypatch.setenv("STEREO3D_FFMPEG", ffmpeg)
     probe = probe_video(source)
     size = segment or 40
     starts = list(range(0, 40, size))

@@ -9,6 +9,7 @@ inside argument lists, never through a shell.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -99,6 +100,21 @@ def last_error_line(stderr: bytes | str) -> str:
             line = pool[-1]
             return line if len(line) <= 300 else line[:297] + "..."
     return "ffmpeg failed without a message"
+
+
+def bsf_options(name: str) -> frozenset[str]:
+    """The option names of bitstream filter ``name`` in the ffmpeg binary in use (empty: it has no such filter).
+
+    Builds differ (the bundled FFmpeg 9's ``setts`` has ``prescale``, FFmpeg 7.0's has not), and a system or NVENC
+    build named by ``$STEREO3D_FFMPEG`` may be older than the bundled one."""
+    return _bsf_options(ffmpeg_exe(), name)
+
+
+@functools.cache
+def _bsf_options(exe: str, name: str) -> frozenset[str]:
+    proc = subprocess.run([exe, *COMMON_ARGS, "-h", f"bsf={name}"], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, errors="replace", check=False)  # fmt: skip
+    return frozenset(re.findall(r"^\s+-(\w+)\s", proc.stdout, re.MULTILINE))
 
 
 def _bundled_ffmpeg() -> str:

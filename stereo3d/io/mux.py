@@ -16,7 +16,7 @@ from av.sidedata.sidedata import Type
 from stereo3d.errors import BadVideo, StereoError
 from stereo3d.io.atomic import atomic_output
 from stereo3d.io.codecs import CONTAINERS, MP4_LIKE, family_mp4_tag
-from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_url, run_ffmpeg
+from stereo3d.io.ffmpeg import BITEXACT, bsf_options, ffmpeg_exe, ffmpeg_url, run_ffmpeg
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def mux_with_source(
         # holds: ffmpeg reads it from a file beside the output (-/ takes an option's value from a file).
         restamp = tmp.with_name(tmp.name + ".bsf")
         try:
-            restamp.write_text(_restamp_bsf(probe), encoding="utf-8")
+            restamp.write_text(_restamp_bsf(probe, _setts_prescales(out_path)), encoding="utf-8")
             output = [*BITEXACT, "-f", CONTAINERS[suffix], "-y", ffmpeg_url(tmp)]
             run_ffmpeg([*args, "-/bsf:v", ffmpeg_url(restamp), *output], source, f"muxing into {out_path.name}")
         except (BadVideo, OSError) as exc:
@@ -120,7 +120,16 @@ def mux_with_source(
     return out_path
 
 
-def _restamp_bsf(probe: dict) -> str:
+def _setts_prescales(out_path: Path) -> bool:
+    """Whether this ffmpeg's ``setts`` has ``prescale``; a build too old to restamp at all is a clear error."""
+    options = bsf_options("setts")
+    if "time_base" not in options:
+        raise StereoError(out_path, f"cannot mux: the ffmpeg at {ffmpeg_exe()} is too old (its setts bitstream "
+                                    "filter has no time_base option; FFmpeg 7.0 or newer is needed)")  # fmt: skip
+    return "prescale" in options
+
+
+def _restamp_bsf(probe: dict, prescale: bool = True) -> str:
     """A ``setts`` bitstream filter (an ``-bsf:v`` value) giving every video packet the exact time of the source
     frame it shows, counted from the source's container start like the source's audio.
 
@@ -140,6 +149,10 @@ def _restamp_bsf(probe: dict) -> str:
     the source's, the last frame's included, so the video ends where the source's did. The time base is the
     source's, refined as the MP4 muxer would (doubled up to 10000 ticks a second): every frame time is a whole
     tick there, and a millisecond is several ticks.
+
+    ``prescale``: the build's ``setts`` has that option, which hands the expressions PTS and DTS already in the
+    output ticks. Older builds (FFmpeg 7.0) hand them in the input's ticks and take the results in the output's:
+    the expressions convert (``TB/TB_OUT``) and round to whole ticks, as the option would.
     """
     video, pts_s = probe["video"], probe["frame_pts_s"]
     if not pts_s:
@@ -179,12 +192,14 @@ def _restamp_bsf(probe: dict) -> str:
             return str(offset + ticks[n])
         return f"{offset + ticks[n]}+{step}*round((ld(0)-{ticks[n]})/{step})"
 
-    # prescale: PTS/DTS arrive in output ticks; ld(0) holds the packet's time since the first packet.
+    def since_first(ts: str) -> str:  # ld(0): the packet's time since the first packet's PTS, in output ticks
+        return f"st(0,{ts}-STARTPTS)" if prescale else f"st(0,round(({ts}-STARTPTS)*TB/TB_OUT))"
+
     timeline = tree(0, len(runs), frame_time)
-    pts = f"st(0,PTS-STARTPTS);{timeline}"
-    dts = f"st(0,DTS-STARTPTS);if(lt(ld(0),0),{offset}+ld(0),{timeline})"
-    duration = f"st(0,PTS-STARTPTS);{tree(0, len(runs), lambda n, count, step: str(step))}"
-    return f"setts=pts='{pts}':dts='{dts}':duration='{duration}':time_base=1/{den}:prescale=1"
+    pts = f"{since_first('PTS')};{timeline}"
+    dts = f"{since_first('DTS')};if(lt(ld(0),0),{offset}+ld(0),{timeline})"
+    duration = f"{since_first('PTS')};{tree(0, len(runs), lambda n, count, step: str(step))}"
+    return f"setts=pts='{pts}':dts='{dts}':duration='{duration}':time_base=1/{den}" + (":prescale=1" * prescale)
 
 
 def _video_stream(path: str | Path) -> tuple[str | None, bool]:
