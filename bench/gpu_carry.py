@@ -20,7 +20,8 @@ Parts (sizes for cp312, 2026-12: ``python -m bench.gpu_carry`` prints them):
    the whole runtime). The TensorRT provider library stays: it needs TensorRT 10's ``libnvinfer`` (over 1 GiB,
    not on the image, too large to carry), so TensorRT is reported as unavailable there. Plus the pure-Python
    packages the exports need (DA3's model code, omegaconf, addict). 58.3 MiB.
-2. Media and storage: PyAV, imageio-ffmpeg 0.6.0 (its ffmpeg binary; 0.8 is twice the size), zarr with
+2. Media and storage: PyAV, imageio-ffmpeg 0.6.0 (its FFmpeg 7.0.2: the package asks for 0.8's FFmpeg 9, twice
+   the size; 7.0.2 converts and joins exactly but writes no MP4 stereo box, which no figure needs), zarr with
    numcodecs, donfig, google-crc32c, jsonschema with its deps, and filelock (the image has one, of a version
    not known here; the map store's lock needs 3.30). 48 MiB.
 3. Snakemake 9 and the packages of its that the image lacks (pulp, sqlmodel, pydantic, gitpython, ...). 17.6 MiB.

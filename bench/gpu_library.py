@@ -28,10 +28,12 @@ from bench import common, pipeline
 
 
 def run(clips: int = 4, frames: int = 240, smoke: bool = False, codec: str = "libx264",
-        providers: str | list[str] | None = None, precision: str = "exact") -> dict:  # fmt: skip
+        providers: str | list[str] | None = None, precision: str = "exact",
+        timeout_s: float = 3600) -> dict:  # fmt: skip
     """P9. ``providers``: ``runtime.providers`` of the run; by default CUDA (then the CPU), not TensorRT, whose engine
     builds (minutes, once per model and precision) would be most of a short run; ``auto`` or a list with
-    ``tensorrt`` measures a library whose engines are built."""
+    ``tensorrt`` measures a library whose engines are built. A run that fails or outlasts ``timeout_s`` gives its
+    error with what its jobs did until then (each rule's job seconds, the devices the logs name)."""
     size, tier = (common.SMALL_DA3_SIZE, common.NVDS_TIER) if smoke else (518, (512, 288))
     providers = providers or (["cpu"] if smoke else ["cuda", "cpu"])
     width, height = (320, 180) if smoke else (1920, 1080)
@@ -52,8 +54,17 @@ def run(clips: int = 4, frames: int = 240, smoke: bool = False, codec: str = "li
                            pattern=("testsrc2", "mandelbrot", "life", "boxes")[n % 4], audio=True)  # fmt: skip
         os.link(clip, work / "videos" / f"clip{n}.mp4")
     profile = ["--profile", str(common.ROOT / "profiles" / "gpu")]
-    with _GpuMemory() as memory:
-        _, wall_s = common.timed(lambda: pipeline._snakemake(work, *profile, timeout=3600))
+    started = time.perf_counter()
+    try:
+        with _GpuMemory() as memory:
+            _, wall_s = common.timed(lambda: pipeline._snakemake(work, *profile, timeout=timeout_s))
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        lines = str(exc).splitlines() or [""]
+        return {"error": f"{type(exc).__name__}: {lines[0]}",
+                "cause": [line.strip() for line in lines if re.search(r"ERROR|Error in rule", line)][-8:],
+                "library": f"{clips} clips of {width}x{height}, {frames} frames each, with audio",
+                "wall_s": round(time.perf_counter() - started, 1), "stages_so_far": _stage_fps(work, clips * frames),
+                "used": _devices_used(work)}  # fmt: skip
     results = sorted((work / "results").rglob("*.m*"))
     if len(results) != clips:
         raise RuntimeError(f"{len(results)} results for {clips} clips in {work / 'results'}")
