@@ -66,6 +66,10 @@ def open_session(model_path: str | Path, options: SessionOptions = SessionOption
     """An InferenceSession on the best device ``options`` allow here; logs the device and provider in use."""
     import onnxruntime as ort
 
+    # ONNX Runtime's process-wide logger warns at every session handed a device_id that no plugin provider claims
+    # (1.31: "No registered plugin EP device found for 'CUDAExecutionProvider'", where CUDA then runs fine); the
+    # line this function logs says what runs and why the others did not. Its errors still print.
+    ort.set_default_logger_severity(3)
     model_path = Path(model_path)
     if not model_path.is_file():
         raise BadModel(model_path, "model file not found (run the export rule first)")

@@ -12,11 +12,16 @@ interprets every thread in Python).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from stereo3d.stereo import splat
+
+# The row kernel runs one thread per row (1080 rows: 17 blocks), by design: numba-cuda's warning that so few blocks
+# leave most of the GPU idle would print in every GPU render job's log (seen on the H200, 2026-12-04).
+warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU under-utilization")
 
 if not hasattr(np, "row_stack"):  # NumPy 2.5 removed this alias; numba-cuda's NumPy typing still names it
     np.row_stack = np.vstack
