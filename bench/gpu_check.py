@@ -176,9 +176,21 @@ def relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a.astype(np.float64) - b).mean() / max(float(np.abs(b).mean()), 1e-12))
 
 
+def parallax_px(depth: np.ndarray, reference: np.ndarray, width: int = 1920) -> dict:
+    """What a depth difference does to the picture: the two depths' near maps (as the near-map stage makes them)
+    apart, in pixels of parallax of a ``width``-wide frame at the default divergence: mean and 99th percentile."""
+    from stereo3d.defaults import default
+    from stereo3d.stereo.near import near_from_depth
+
+    span = default("render.divergence_pct") / 100 * width  # a near map's 0..1 spans this much parallax
+    apart = np.concatenate([np.abs(near_from_depth(a) - near_from_depth(b)).ravel() * span
+                            for a, b in zip(depth, reference, strict=True)])  # fmt: skip
+    return {"mean": float(f"{apart.mean():.3g}"), "p99": float(f"{np.percentile(apart, 99):.3g}")}
+
+
 def da3_accuracy(provider: str, size: int, frames: int = 2) -> dict:
     """DA3 on ``provider`` against the CPU provider on the same batch: exact within the exports' tolerance, and fast
-    against exact (``EXACT_TOLERANCE``, ``FAST_TOLERANCE``)."""
+    against exact (``EXACT_TOLERANCE``, ``FAST_TOLERANCE``); each also as parallax at 1080p (``parallax_px``)."""
     from stereo3d.runtime.sessions import SessionOptions, open_session
 
     model = common.da3_model_path("uint8", size)
@@ -194,7 +206,9 @@ def da3_accuracy(provider: str, size: int, frames: int = 2) -> dict:
     ok = used["exact"] == used["fast"] == PROVIDER_NAMES[provider]
     return {"model": model.name, "frames": frames, "providers_used": used, "provider_ok": ok,
             "exact_vs_cpu": float(f"{exact:.3g}"), "exact_ok": exact <= EXACT_TOLERANCE,
-            "fast_vs_exact": float(f"{fast:.3g}"), "fast_ok": fast <= FAST_TOLERANCE}  # fmt: skip
+            "fast_vs_exact": float(f"{fast:.3g}"), "fast_ok": fast <= FAST_TOLERANCE,
+            "parallax_px_1080p": {"exact_vs_cpu": parallax_px(depth["exact"], depth["cpu"]),
+                                  "fast_vs_exact": parallax_px(depth["fast"], depth["exact"])}}  # fmt: skip
 
 
 def da3_torch_fps(size: int, batch: int, iterations: int) -> dict:
