@@ -113,10 +113,10 @@ CHILD = textwrap.dedent(
         counter.write(f"{n}\\n"); counter.flush()
     if stage == "depth":
         from stereo3d.models.da3.runtime import DepthModel
-        run = DepthModel.run
-        def counting(self, frames, placement):
-            out = run(self, frames, placement); count(len(frames)); return out
-        DepthModel.run = counting
+        depth_of = DepthModel.depth_of
+        def counting(self, results, placement):
+            out = depth_of(self, results, placement); count(len(out)); return out
+        DepthModel.depth_of = counting
         from stereo3d.io.probe import probe_video
         from stereo3d.stages.depth import estimate_depth
         from stereo3d.runtime.sessions import SessionOptions

@@ -345,8 +345,8 @@ def test_the_preview_computes_its_segments_first_frames_under_the_lock_and_reads
 
     from stereo3d.models.da3.runtime import DepthModel
 
-    real_run = DepthModel.run
-    monkeypatch.setattr(DepthModel, "run", run_checked)
+    real_run = DepthModel.infer
+    monkeypatch.setattr(DepthModel, "infer", run_checked)
     clip, segment = (0, 12), (0, 48)
     first = preview_depth(video, probe, model, clip, segment, tmp_path / "p1.zarr", tmp_path / "p1-lead.zarr", 0, full,
                           **job)  # fmt: skip

@@ -275,13 +275,13 @@ def test_a_depth_jobs_short_batches_lie_inside_the_one_tensorrt_profile(da3_mode
     profile = trt_profile(graph_inputs(da3_model), job["options"].max_batch)
     low, high = (int(profile[f"trt_profile_{end}_shapes"].split(":")[1].split("x")[0]) for end in ("min", "max"))
     sizes = []
-    real_run = DepthModel.run
+    real_infer = DepthModel.infer
 
-    def recorded(self, frames, placement):
-        sizes.append(len(frames))
-        return real_run(self, frames, placement)
+    def recorded(self, feed):
+        sizes.append(len(feed))
+        return real_infer(self, feed)
 
-    monkeypatch.setattr(DepthModel, "run", recorded)
+    monkeypatch.setattr(DepthModel, "infer", recorded)
     video = make_clip("clip.mp4", width=140, height=84, frames=34, fps="24")
     estimate_depth(video, probe_video(video), da3_model, tmp_path / "depth.zarr", settings, **job)
     assert sizes == [3] * 10 + [2, 2]  # the first chunk ends after 32 frames, the job after 34

@@ -76,8 +76,12 @@ def place(frames: np.ndarray, placement: Placement) -> np.ndarray:
     if placement.width == placement.canvas_width and placement.height == placement.canvas_height:
         return np.ascontiguousarray(frames)
     canvas = np.empty((batch, placement.canvas_height, placement.canvas_width, 3), dtype=np.uint8)
-    canvas[:] = BAR_RGB
-    canvas[:, placement.y : placement.y + placement.height, placement.x : placement.x + placement.width] = frames
+    top, left = placement.y, placement.x
+    bottom, right = top + placement.height, left + placement.width
+    # The bars only: the content covers the rest (filling the whole canvas first cost twice the copy).
+    for bar in (canvas[:, :top], canvas[:, bottom:], canvas[:, top:bottom, :left], canvas[:, top:bottom, right:]):
+        bar[...] = BAR_RGB
+    canvas[:, top:bottom, left:right] = frames
     return canvas
 
 
@@ -126,8 +130,17 @@ class DepthModel:
 
     def run(self, frames: np.ndarray, placement) -> np.ndarray:
         """Content-sized RGB frames [B, h, w, 3] → raw depth at content size [B, h, w] (NaN where the model's sky
-        head, if it has one, sees sky)."""
-        results = self.infer(to_model_input(place(frames, placement), self.input_contract))
+        head, if it has one, sees sky). In three steps that a caller may overlap: ``feed``, ``infer``, ``depth_of``."""
+        return self.depth_of(self.infer(self.feed(frames, placement)), placement)
+
+    def feed(self, frames: np.ndarray, placement) -> np.ndarray:
+        """The model's input for content-sized RGB frames [B, h, w, 3]: placed on the export's canvas, in its
+        input contract."""
+        return to_model_input(place(frames, placement), self.input_contract)
+
+    def depth_of(self, results: list[np.ndarray], placement) -> np.ndarray:
+        """Raw depth at content size [B, h, w] from the model's outputs for a batch (NaN where the sky head, if the
+        model has one, sees sky)."""
         depth = np.array(placement.crop(results[0]), dtype=np.float32)
         if self.has_sky:
             depth[placement.crop(results[1]) >= SKY_THRESHOLD] = np.nan
