@@ -1,11 +1,12 @@
 """What the reader, the encoder and the map store share: a bounded hand-over between a worker thread and the
-caller (either side may give up), and the draining of an ffmpeg pipe's log."""
+caller (either side may give up), the draining of an ffmpeg pipe's log, and reading ahead of a loop."""
 
 from __future__ import annotations
 
 import collections
 import queue
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 
 END = object()  # queue sentinel: no more frames
 POLL_S = 0.1  # how often a blocked queue operation looks whether the other side gave up
@@ -46,3 +47,33 @@ def drain_lines(stream, sink: collections.deque, keep: Callable[[str], bool] | N
                 sink.append(line)
     except (OSError, ValueError):
         pass
+
+
+def read_ahead(items: Iterable, count: int = 2) -> Iterator:
+    """``items``, made on a thread of its own up to ``count`` ahead of the caller, for a loop whose own work leaves
+    the CPU idle (a GPU's run): making the next items (decoding, numpy, which release Python's lock) overlaps it.
+    An error in ``items`` is raised in the caller, after the items made before it; closing the generator (the
+    caller stops early) stops the thread."""
+    ready: queue.Queue = queue.Queue(maxsize=max(1, count))
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            for item in items:
+                if not patient_put(ready, item, lambda: not stop.is_set()):
+                    return
+        except BaseException as exc:  # handed to the caller, which raises it
+            failure.append(exc)
+        patient_put(ready, END, lambda: not stop.is_set())
+
+    thread = threading.Thread(target=make, name="read-ahead", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not END:
+            yield item
+        if failure:
+            raise failure[0]
+    finally:
+        stop.set()
+        thread.join()

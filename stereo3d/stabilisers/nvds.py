@@ -8,8 +8,10 @@ pictures decoded again), so segments and resumed jobs agree with an unbroken run
 from __future__ import annotations
 
 import logging
+from contextlib import closing
 
 from stereo3d.io.decode import FrameReader
+from stereo3d.io.pipes import read_ahead
 from stereo3d.models.names import nvds_onnx_names
 from stereo3d.models.nvds.runtime import WINDOW_FRAMES, open_stabiliser
 from stereo3d.stabilisers.registry import NearJob, Stabiliser
@@ -45,9 +47,12 @@ def run(job: NearJob) -> None:
         if history:
             # Causal: the window sees the raw inputs of the frames before the segment, never their output.
             stabiliser.prime((next(frames), near_from_depth(raw, low, high)) for raw in job.earlier(history))
-        for raw, rgb in zip(job.depths, frames, strict=True):
-            # The network sees sky at the far plane in its input; its output is put back there exactly.
-            job.write(sky_to_far(stabiliser.step(rgb, near_from_depth(raw, low, high)), raw))
+        # The next frames' inputs (decoded, their depth read and mapped) are made while the network runs.
+        inputs = ((raw, rgb, near_from_depth(raw, low, high)) for raw, rgb in zip(job.depths, frames, strict=True))
+        with closing(read_ahead(inputs)) as ready:
+            for raw, rgb, near in ready:
+                # The network sees sky at the far plane in its input; its output is put back there exactly.
+                job.write(sky_to_far(stabiliser.step(rgb, near), raw))
 
 
 def fit_inside(shown: tuple[int, int], tier: tuple[int, int]) -> tuple[int, int]:
