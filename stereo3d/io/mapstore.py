@@ -224,11 +224,6 @@ class MapWriter:
             if self.count % self.chunk == 0:  # chunks count from the store's first frame, resumed or not
                 self._submit()
 
-    def chunk_left(self) -> int:
-        """Frames still to append before the current chunk is complete (a producer that batches its work can
-        end a batch there, so that batches are the same whether or not the store was resumed)."""
-        return self.chunk - self.count % self.chunk
-
     def suspend(self) -> None:
         """Leave the store partial when the ``with`` block ends, holding the frames appended so far (a whole number
         of chunks: checked then), for a later writer of the same job to continue (``resume`` with the same identity).

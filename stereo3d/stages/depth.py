@@ -239,7 +239,7 @@ class _Batches:
     batches as an unbroken one does.
 
     The model runs on a thread of its own (ONNX Runtime releases Python's lock), one batch after another, while
-    this thread places the next batch and stores the one before: on a GPU that work (~3 ms a frame at DA3's 518)
+    this thread places the next batch and stores the one before: on a GPU that work (a few ms a frame at 518)
     otherwise waited for the model and the model for it (P1 on the H200, 2026-12-04: 0.55). Used as a context
     manager: leaving it stores the last batch (or, while an error is raised, waits for the model and drops it)."""
 
@@ -268,6 +268,7 @@ class _Batches:
     def add(self, frame: np.ndarray, change: float) -> None:
         self.frames.append(frame)
         self.changes.append(change)
+        # A batch ends where the store's chunk does, so batches are the same whether or not the store was resumed.
         if len(self.frames) == min(self.job.batch, self.store.chunk - self.handed % self.store.chunk):
             self.flush()
 
