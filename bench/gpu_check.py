@@ -11,15 +11,16 @@ workflow with profiles/gpu, bench/gpu_library.py).
 
 Stages (``--list`` prints them; with neither ``--stage`` nor ``--only`` every stage runs, one after another):
 
-1. (5 minutes, with only part 1 carried: no PyAV, zarr or Snakemake yet) ``exports`` of its own models (DA3 518
-   uint8 square, NVDS split 512x288, side by side, torch on the GPU), ``da3_cuda_accuracy`` (exact against the CPU
+1. (86 s on the H200 of 2026-12-04, with only part 1 carried: no PyAV, zarr or Snakemake yet) ``exports`` of
+   its own models (DA3 518 uint8 square, NVDS split 512x288, side by side, torch on the GPU),
+   ``da3_cuda_accuracy`` (exact against the CPU
    provider within the exports' tolerance, 1e-3 mean relative; fast against exact within 1e-2), DA3 on CUDA at
    batch 8 in both precisions, ``nvds_split`` (frames/s, and against the CPU within 1e-3), ``render_gpu`` (the
    renderer on the GPU against the CPU renderer, bit for bit).
 2. ``exports`` of P1/P2's, DA3 at batch 1, PyTorch fp16 for reference, NVENC and x264, the whole pipeline on a
    1080p clip, P1/P2 on CUDA, DA3 on TensorRT fp16 (one engine, profile 1..8; its build is the first run's wall
    time).
-3. P9: four 1080p clips through ``snakemake --profile profiles/gpu`` (and with NVENC where the GPU has it).
+3. P9: four 1080p clips of 48 frames through ``snakemake --profile profiles/gpu`` (and with NVENC where the GPU has it).
 
 Each stage has a time budget (``STAGE_BUDGET_S``, the lease call's timeout less the install and a margin): a check
 that would start with less time left than it needs (its ``reserve_s``) is recorded as skipped for time, so a call

@@ -3,7 +3,7 @@
 # (bench/README.md, "GPU figures", has the commands and durations; `--list` prints the checks of each stage):
 #   bench/gpu_check.sh --stage 1    exports, DA3 on CUDA (exact/fast, batch 1/8), PyTorch fp16, NVDS, render_gpu
 #   bench/gpu_check.sh --stage 2    NVENC/x264, the pipeline on a 1080p clip, P1/P2, DA3 on TensorRT fp16
-#   bench/gpu_check.sh --stage 3    P9: four 1080p clips through snakemake --profile profiles/gpu
+#   bench/gpu_check.sh --stage 3    P9: four 1080p clips of 48 frames through snakemake --profile profiles/gpu
 #   bench/gpu_check.sh [--only a,b] [--out FILE] [--frames N]     (no --stage: every stage, one after another)
 #   bench/gpu_check.sh --cpu-smoke  every path on the CPU at tiny sizes (checks the script; no figures)
 #   bench/gpu_check.sh --rehearse N stage N's --cpu-smoke run with the modules hidden that the lease lacks at stage N
