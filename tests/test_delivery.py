@@ -14,7 +14,7 @@ import pytest
 from test_probe import HDR10, HDR10_PARAMS
 
 from stereo3d.defaults import default
-from stereo3d.errors import BadConfig
+from stereo3d.errors import BadConfig, BadVideo
 from stereo3d.io.decode import FrameReader
 from stereo3d.io.encode import VideoEncoder, VideoStream, encode_args, resolve_codec
 from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
@@ -147,6 +147,15 @@ OLDEST_FFMPEG = os.environ.get("STEREO3D_TEST_OLDEST_FFMPEG")
 def test_the_oldest_supported_ffmpeg_joins_at_the_source_frame_times_too(make_clip, tmp_path, monkeypatch, fps,
                                                                          vfr):  # fmt: skip
     _assert_joined_at_the_source_frame_times(make_clip, tmp_path, fps, vfr, 16, monkeypatch, OLDEST_FFMPEG)
+
+
+def test_an_ffmpeg_that_is_not_there_is_one_clear_error_naming_it(make_clip, tmp_path, monkeypatch):
+    source = make_clip("clip.mp4", width=32, height=16, frames=4, fps="24", audio=True)
+    probe = probe_video(source)
+    monkeypatch.setenv("STEREO3D_FFMPEG", str(tmp_path / "no-such-ffmpeg"))
+    with pytest.raises(BadVideo, match="ffmpeg binary not found.*no-such-ffmpeg"):
+        mux_with_source(source, source, tmp_path / "final.mp4", probe)
+    assert not (tmp_path / "final.mp4").exists()
 
 
 def _assert_joined_at_the_source_frame_times(make_clip, tmp_path, fps, vfr, segment, monkeypatch=None,

@@ -103,7 +103,8 @@ def last_error_line(stderr: bytes | str) -> str:
 
 
 def bsf_options(name: str) -> frozenset[str]:
-    """The option names of bitstream filter ``name`` in the ffmpeg binary in use (empty: it has no such filter).
+    """The option names of bitstream filter ``name`` in the ffmpeg binary in use (empty: it has no such filter, or
+    the binary does not run, which running it for real then reports).
 
     Builds differ (the bundled FFmpeg 9's ``setts`` has ``prescale``, FFmpeg 7.0's has not), and a system or NVENC
     build named by ``$STEREO3D_FFMPEG`` may be older than the bundled one."""
@@ -112,8 +113,11 @@ def bsf_options(name: str) -> frozenset[str]:
 
 @functools.cache
 def _bsf_options(exe: str, name: str) -> frozenset[str]:
-    proc = subprocess.run([exe, *COMMON_ARGS, "-h", f"bsf={name}"], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, errors="replace", check=False)  # fmt: skip
+    try:
+        proc = subprocess.run([exe, *COMMON_ARGS, "-h", f"bsf={name}"], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, errors="replace", check=False)  # fmt: skip
+    except OSError:
+        return frozenset()
     return frozenset(re.findall(r"^\s+-(\w+)\s", proc.stdout, re.MULTILINE))
 
 

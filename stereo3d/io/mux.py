@@ -121,9 +121,10 @@ def mux_with_source(
 
 
 def _setts_prescales(out_path: Path) -> bool:
-    """Whether this ffmpeg's ``setts`` has ``prescale``; a build too old to restamp at all is a clear error."""
+    """Whether this ffmpeg's ``setts`` has ``prescale``; a build too old to restamp at all is a clear error (one
+    that does not run is reported by the mux itself)."""
     options = bsf_options("setts")
-    if "time_base" not in options:
+    if options and "time_base" not in options:
         raise StereoError(out_path, f"cannot mux: the ffmpeg at {ffmpeg_exe()} is too old (its setts bitstream "
                                     "filter has no time_base option; FFmpeg 7.0 or newer is needed)")  # fmt: skip
     return "prescale" in options
