@@ -9,7 +9,6 @@ inside argument lists, never through a shell.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import subprocess
@@ -102,23 +101,20 @@ def last_error_line(stderr: bytes | str) -> str:
     return "ffmpeg failed without a message"
 
 
-def bsf_options(name: str) -> frozenset[str]:
-    """The option names of bitstream filter ``name`` in the ffmpeg binary in use (empty: it has no such filter, or
-    the binary does not run, which running it for real then reports).
+def bsf_options(name: str, path_for_errors: str | Path | None = None) -> frozenset[str]:
+    """The option names of bitstream filter ``name`` in the ffmpeg binary in use (empty: it has no such filter),
+    asked once per binary. A binary that does not run is ``run_ffmpeg``'s error, naming ``path_for_errors``.
 
     Builds differ (the bundled FFmpeg 9's ``setts`` has ``prescale``, FFmpeg 7.0's has not), and a system or NVENC
     build named by ``$STEREO3D_FFMPEG`` may be older than the bundled one."""
-    return _bsf_options(ffmpeg_exe(), name)
+    key = (ffmpeg_exe(), name)
+    if key not in _BSF_OPTIONS:
+        proc = run_ffmpeg(["-h", f"bsf={name}"], path_for_errors, f"asking ffmpeg for {name}'s options", check=False)
+        _BSF_OPTIONS[key] = frozenset(re.findall(r"^\s+-(\w+)\s", proc.stdout.decode("utf-8", "replace"), re.M))
+    return _BSF_OPTIONS[key]
 
 
-@functools.cache
-def _bsf_options(exe: str, name: str) -> frozenset[str]:
-    try:
-        proc = subprocess.run([exe, *COMMON_ARGS, "-h", f"bsf={name}"], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, errors="replace", check=False)  # fmt: skip
-    except OSError:
-        return frozenset()
-    return frozenset(re.findall(r"^\s+-(\w+)\s", proc.stdout, re.MULTILINE))
+_BSF_OPTIONS: dict[tuple[str, str], frozenset[str]] = {}
 
 
 def _bundled_ffmpeg() -> str:

@@ -107,7 +107,7 @@ def mux_with_source(
         # holds: ffmpeg reads it from a file beside the output (-/ takes an option's value from a file).
         restamp = tmp.with_name(tmp.name + ".bsf")
         try:
-            restamp.write_text(_restamp_bsf(probe, _setts_prescales(out_path)), encoding="utf-8")
+            restamp.write_text(_restamp_bsf(probe, _setts_prescales(source, out_path)), encoding="utf-8")
             output = [*BITEXACT, "-f", CONTAINERS[suffix], "-y", ffmpeg_url(tmp)]
             run_ffmpeg([*args, "-/bsf:v", ffmpeg_url(restamp), *output], source, f"muxing into {out_path.name}")
         except (BadVideo, OSError) as exc:
@@ -120,11 +120,10 @@ def mux_with_source(
     return out_path
 
 
-def _setts_prescales(out_path: Path) -> bool:
-    """Whether this ffmpeg's ``setts`` has ``prescale``; a build too old to restamp at all is a clear error (one
-    that does not run is reported by the mux itself)."""
-    options = bsf_options("setts")
-    if options and "time_base" not in options:
+def _setts_prescales(source: str | Path, out_path: Path) -> bool:
+    """Whether this ffmpeg's ``setts`` has ``prescale``; a build too old to restamp at all is a clear error."""
+    options = bsf_options("setts", source)
+    if "time_base" not in options:
         raise StereoError(out_path, f"cannot mux: the ffmpeg at {ffmpeg_exe()} is too old (its setts bitstream "
                                     "filter has no time_base option; FFmpeg 7.0 or newer is needed)")  # fmt: skip
     return "prescale" in options
