@@ -133,6 +133,7 @@ def _safe(name: str, results: dict, out: Path, fn, reserve_s: float = 0, budget_
             result["cause"] = cause[-8:]
             for line in result["cause"]:
                 common.say(f"gpu_check: {name}: {line[:600]}")
+        result.update(getattr(exc, "record", {}))  # what the check measured before it failed, if it says
     finally:
         logging.getLogger().removeHandler(lines)
     if not isinstance(result, dict):

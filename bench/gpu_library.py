@@ -32,8 +32,8 @@ def run(clips: int = 4, frames: int = 240, smoke: bool = False, codec: str = "li
         timeout_s: float = 3600) -> dict:  # fmt: skip
     """P9. ``providers``: ``runtime.providers`` of the run; by default CUDA (then the CPU), not TensorRT, whose engine
     builds (minutes, once per model and precision) would be most of a short run; ``auto`` or a list with
-    ``tensorrt`` measures a library whose engines are built. A run that fails or outlasts ``timeout_s`` gives its
-    error with what its jobs did until then (each rule's job seconds, the devices the logs name)."""
+    ``tensorrt`` measures a library whose engines are built. A run that fails or outlasts ``timeout_s`` raises with
+    what its jobs did until then in the error's ``record`` (each rule's job seconds, the devices the logs name)."""
     size, tier = (common.SMALL_DA3_SIZE, common.NVDS_TIER) if smoke else (518, (512, 288))
     providers = providers or (["cpu"] if smoke else ["cuda", "cpu"])
     width, height = (320, 180) if smoke else (1920, 1080)
@@ -59,12 +59,12 @@ def run(clips: int = 4, frames: int = 240, smoke: bool = False, codec: str = "li
         with _GpuMemory() as memory:
             _, wall_s = common.timed(lambda: pipeline._snakemake(work, *profile, timeout=timeout_s))
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        lines = str(exc).splitlines() or [""]
-        return {"error": f"{type(exc).__name__}: {lines[0]}",
-                "cause": [line.strip() for line in lines if re.search(r"ERROR|Error in rule", line)][-8:],
-                "library": f"{clips} clips of {width}x{height}, {frames} frames each, with audio",
-                "wall_s": round(time.perf_counter() - started, 1), "stages_so_far": _stage_fps(work, clips * frames),
-                "used": _devices_used(work)}  # fmt: skip
+        # What the jobs did until then goes with the error (gpu_check's record of the check adds ``record``).
+        failure = RuntimeError(str(exc) if isinstance(exc, RuntimeError) else f"{type(exc).__name__}: {exc}")
+        failure.record = {"library": f"{clips} clips of {width}x{height}, {frames} frames each, with audio",
+                          "wall_s": round(time.perf_counter() - started, 1),
+                          "stages_so_far": _stage_fps(work, clips * frames), "used": _devices_used(work)}  # fmt: skip
+        raise failure from exc
     results = sorted((work / "results").rglob("*.m*"))
     if len(results) != clips:
         raise RuntimeError(f"{len(results)} results for {clips} clips in {work / 'results'}")
