@@ -191,6 +191,10 @@ class MapWriter:
         written = int(header["written"])
         if not written:
             return None  # nothing to continue, and a kill may have left its arrays half created: start again
+        # zarr writes each file through a temporary beside it (<name>.<uuid>.partial) and renames it when whole: a
+        # kill inside a write leaves one, which nothing reads and which would travel into the finished store.
+        for leftover in self._partial.rglob("*.partial"):
+            leftover.unlink()
         if "codes" in group:
             self.shape = tuple(group["codes"].shape[1:])
         for name in ("codes", "ranges", "mask", *self.series_names):
