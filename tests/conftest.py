@@ -70,28 +70,42 @@ def lossless_clip(make_clip):
     return _make
 
 
-# The longest modules, longest first (pytest --durations, two cores). The run goes over two pytest-xdist workers
-# a module at a time (pyproject: -n 2 --dist loadfile); starting with these leaves only short modules for the
-# end, so that neither worker waits alone on a long one. Every other module follows in its usual order.
-LONGEST_FIRST = (
+# The order in which the modules are handed to the two pytest-xdist workers, a module at a time (pyproject: -n 2
+# --dist loadfile --no-loadscope-reorder; xdist's own order, by the number of tests in a module, put long modules
+# with few tests at the end, where one worker ran them alone). The first module builds the session's exports
+# (harness.export_cache: ~75 s on two cores) while the other worker runs modules that need none, longest first;
+# then come the modules that need them, longest first (pytest --durations, two cores), so that only short modules
+# are left for the end. Every other module follows in its usual order.
+ORDER = (
     "test_aspect",  # the first to need the session's exports: it builds them
-    "test_hostile_videos",
-    "test_workflow",
-    "test_da3_export",
-    "test_resume",
-    "test_segments",
-    "test_faults",
-    "test_real_library",
-    "test_nvds_workflow",
-    "test_reruns",
-    "test_report",
+    # Needing no exports: these keep the other worker busy meanwhile.
     "test_nvds_export",
+    "test_nvds_stabiliser",
+    "test_delivery",
+    "test_hostile_weights",
+    "test_video_io",
+    "test_da3_weights",
+    "test_render_cuda",
+    # Needing them.
+    "test_da3_export",
+    "test_hostile_videos",
+    "test_faults",
+    "test_preview",
+    "test_real_library",
+    "test_reruns",
+    "test_segments",
+    "test_nvds_workflow",
+    "test_resume",
+    "test_bars_workflow",
     "test_prune",
+    "test_workflow",
+    "test_providers",
+    "test_report",
 )
 
 
 def pytest_collection_modifyitems(items):
-    rank = {name: number for number, name in enumerate(LONGEST_FIRST)}
+    rank = {name: number for number, name in enumerate(ORDER)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
 
 
