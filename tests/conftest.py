@@ -71,8 +71,8 @@ def lossless_clip(make_clip):
 
 
 # The order in which the modules are handed to the two pytest-xdist workers, a module at a time (pyproject: -n 2
-# --dist loadfile --no-loadscope-reorder; xdist's own order, by the number of tests in a module, put long modules
-# with few tests at the end, where one worker ran them alone). The first module builds the session's exports
+# --dist loadfile --no-loadscope-reorder; without it xdist hands them out by their number of tests, whatever their
+# length, and a worker could wait on the exports' lock). The first module builds the session's exports
 # (harness.export_cache: ~75 s on two cores) while the other worker runs modules that need none, longest first;
 # then come the modules that need them, longest first (pytest --durations, two cores), so that only short modules
 # are left for the end. Every other module follows in its usual order.
