@@ -74,4 +74,8 @@ class FrameTable:
         return {name: np.asarray(self._group[name][:], dtype=np.float64) for name in self.columns}
 
     def discard(self) -> None:
+        """Remove the table: once the job's output is written, and before it is renamed into place. A kill between
+        the two then leaves no output (the rerun starts again) rather than a finished output with the table beside
+        it, which nothing would remove: a Snakemake run that finds the output whole, its dependants done, does not
+        run the job again (tests/test_faults.py's random kills caught one)."""
         shutil.rmtree(self.path, ignore_errors=True)

@@ -62,9 +62,10 @@ def plan(depth_segments: list[str | Path], out: str | Path, settings: NearSettin
         settings.option("stabilise.ema_alpha"),
         settings.option("stabilise.cut_threshold"),
     )
-    with atomic_output(out) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, lo=smoothed[:, 0], hi=smoothed[:, 1], first=np.int64(plan_first))
-    table.discard()
+    with atomic_output(out) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, lo=smoothed[:, 0], hi=smoothed[:, 1], first=np.int64(plan_first))
+        table.discard()  # before the plan appears (FrameTable.discard says why)
     return {"frames": len(smoothed)}
 
 

@@ -60,10 +60,11 @@ def make_convergence_plan(near_segments: list[str | Path], depth_segments: list[
     shots = convergence.shots_of(columns["change"])
     # A new shot has no previous frame to compare motion with; its first subject is found again without one.
     planes = convergence.plan(columns["subject"], columns["front"], shots, fps, divergence_pct, front_limit_pct)
-    with atomic_output(out) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, zero_plane=planes, subject=columns["subject"], front=columns["front"], shot=shots,
-                 first=np.int64(first_frame))  # fmt: skip
-    table.discard()
+    with atomic_output(out) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, zero_plane=planes, subject=columns["subject"], front=columns["front"], shot=shots,
+                     first=np.int64(first_frame))  # fmt: skip
+        table.discard()  # before the plan appears (FrameTable.discard says why)
     log.info("%s: %d frames, %d shots, screen plane %.2f .. %.2f", out.name, len(planes), int(shots.max(initial=0)) + 1,
              float(planes.min(initial=0)), float(planes.max(initial=0)))  # fmt: skip
     return {"frames": len(planes), "shots": int(shots.max(initial=0)) + 1}

@@ -518,7 +518,9 @@ class Pieces:
                 parts[0].replace(tmp)
             else:
                 concat_video(parts, [piece.first for piece in self.plan], probe, tmp)
-        self.discard()
+            # Before the output appears: a kill after it would leave the pieces for good (Snakemake does not come
+            # back for an output it finds whole); a kill before leaves no output, and the rerun starts again.
+            self.discard()
 
 
 def even_padding(width: int, height: int, pix_fmt: str) -> tuple[int, int]:
