@@ -4,7 +4,7 @@ else from the background beside the hole; never across a cut; the same pixels ho
 import numpy as np
 import pytest
 
-from stereo3d.stereo import fill
+from stereo3d.stereo import fill, warp
 from stereo3d.stereo.fill import FrameWindow, windowed
 from stereo3d.stereo.warp import Renderer, StereoSettings
 
@@ -30,11 +30,11 @@ def moving_box(index, speed=6, wall=None):
     return frame, near
 
 
-def render_with_neighbours(frames, first=0, end=None, reach=4):
+def render_with_neighbours(frames, first=0, end=None, reach=4, threads=None):
     end = len(frames) if end is None else end
     items = ((i, f, n) for i, (f, n) in enumerate(frames) if first - reach <= i < end + reach)
     out = {}
-    with Renderer("cpu") as renderer:
+    with Renderer("cpu", threads=threads) as renderer:
         for index, frame, near, neighbours in windowed(items, reach, first, end):
             out[index] = [view.copy() for view in renderer.render_stereo(frame, near, SETTINGS, neighbours=neighbours)]
     return out
@@ -127,6 +127,19 @@ def test_a_segment_fills_its_holes_as_the_whole_video_does(first, end, threaded,
     assert sorted(segment) == list(range(first, end))
     for index in range(first, end):
         for a, b in zip(whole[index], segment[index], strict=True):
+            assert np.array_equal(a, b), index
+
+
+@pytest.mark.parametrize("threads", [2, 5])
+def test_holes_are_filled_the_same_on_any_number_of_render_threads(threads, monkeypatch):
+    # The render threads fill bands of rows, and a hole pixel's smoothing reads the rows around it, which may be
+    # another band's: it must see them filled (from other frames, or their repeat), never half done.
+    monkeypatch.setattr(warp, "_PARALLEL_MIN_PIXELS", 0)  # these small frames in bands too (5 threads: 5 a view)
+    frames = [moving_box(i, speed=4) for i in range(9)]
+    alone, banded = render_with_neighbours(frames, threads=1), render_with_neighbours(frames, threads=threads)
+    assert any((view != frames[index][0]).any() for index in alone for view in alone[index])
+    for index in alone:
+        for a, b in zip(alone[index], banded[index], strict=True):
             assert np.array_equal(a, b), index
 
 

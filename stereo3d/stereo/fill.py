@@ -56,33 +56,54 @@ THREADED_PUSH_PIXELS = 256 * 256
 CUT_CHANGE = 0.25  # a picture change above this between two frames (mean grey level, 0..1) is a cut
 
 
-def fill_holes(view: np.ndarray, holes: np.ndarray, positions: np.ndarray, source: np.ndarray, mirrored: bool,
-               scratch: np.ndarray | None = None, neighbours: Neighbours | None = None) -> None:  # fmt: skip
-    """Fills the ``holes`` (uint8 [H, W], 1 = disocclusion) of ``view`` ([H, W, C], in place): from the frames
-    around it where ``neighbours`` are given, then from the background side of the ``source`` frame it was warped
-    from. ``positions`` are the view's source positions (float32 px). ``scratch``: an array like ``view`` to work in
-    (a new one if None). ``holes`` is changed: pixels filled from other frames become 2."""
-    if view.ndim == 2:
-        view, source = view[..., None], source[..., None]
-        scratch = None if scratch is None else scratch[..., None]
-    runs = hole_runs(holes)
-    if not len(runs):
-        return
-    if scratch is None:
-        scratch = np.empty_like(view)
-    if neighbours is not None and neighbours.count:
-        moves = _run_moves(runs, positions, mirrored, neighbours.steps, neighbours.flows, neighbours.pair_slots,
-                           ANCHOR_PCT / 100.0 * view.shape[1])  # fmt: skip
-        _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, neighbours.current_near,
-                              neighbours.frames, neighbours.nears, neighbours.slots)  # fmt: skip
-        frames, slots = neighbours.frames, neighbours.slots
-    else:
-        moves = np.zeros((len(runs), 0, 2))
-        frames, slots = source[None], np.zeros(0, np.int64)
-    _repeat_background(holes, runs, positions, source, mirrored, scratch, frames, slots, moves,
-                       neighbours.current_near if neighbours is not None else np.zeros((1, 1), np.float32),
-                       neighbours.nears if neighbours is not None else np.zeros((1, 1, 1), np.float32))  # fmt: skip
-    _smooth_columns(view, holes, runs, scratch, SMOOTH_ROWS)
+class HoleFill:
+    """The fill of one view's ``holes`` (uint8 [H, W], 1 = disocclusion) in ``view`` ([H, W, C], in place): from the
+    frames around it where ``neighbours`` are given, then from the background side of the ``source`` frame it was
+    warped from. ``positions`` are the view's source positions (float32 px); ``scratch`` an array like ``view`` to
+    work in. ``holes`` is changed: pixels filled from other frames become 2.
+
+    It runs in two passes over bands of rows, each band a call that may run on a thread of its own: ``gather``
+    fills every hole run of its rows on its own (from other frames, and the background's repeat into ``scratch``),
+    and once every band is gathered, ``smooth`` evens out its rows' repeats with the rows around them, which may
+    belong to other bands. So the pixels are the same however the rows are cut (one band or many), and a machine
+    with many cores fills a frame's holes on all of them, not on one thread a view."""
+
+    def __init__(self, view: np.ndarray, holes: np.ndarray, positions: np.ndarray, source: np.ndarray,
+                 mirrored: bool, scratch: np.ndarray, neighbours: Neighbours | None = None):  # fmt: skip
+        if view.ndim == 2:
+            view, source, scratch = view[..., None], source[..., None], scratch[..., None]
+        self._view, self._holes, self._positions, self._source = view, holes, positions, source
+        self._mirrored, self._scratch = mirrored, scratch
+        self._neighbours = neighbours if neighbours is not None and neighbours.count else None
+        self._runs: dict[tuple[int, int], np.ndarray] = {}  # each band's hole runs, from gather to smooth
+
+    def gather(self, top: int, bottom: int) -> None:
+        """The first pass over rows ``top:bottom``."""
+        runs = hole_runs(self._holes[top:bottom])
+        runs[:, 0] += top
+        self._runs[(top, bottom)] = runs
+        if not len(runs):
+            return
+        view, holes, positions, mirrored = self._view, self._holes, self._positions, self._mirrored
+        around = self._neighbours
+        if around is not None:
+            moves = _run_moves(runs, positions, mirrored, around.steps, around.flows, around.pair_slots,
+                               ANCHOR_PCT / 100.0 * view.shape[1])  # fmt: skip
+            _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, around.current_near, around.frames,
+                                  around.nears, around.slots)  # fmt: skip
+            frames, slots, near, nears = around.frames, around.slots, around.current_near, around.nears
+        else:
+            moves = np.zeros((len(runs), 0, 2))
+            frames, slots = self._source[None], np.zeros(0, np.int64)
+            near, nears = np.zeros((1, 1), np.float32), np.zeros((1, 1, 1), np.float32)
+        _repeat_background(holes, runs, positions, self._source, mirrored, self._scratch, frames, slots, moves, near,
+                           nears)  # fmt: skip
+
+    def smooth(self, top: int, bottom: int) -> None:
+        """The second pass over rows ``top:bottom``, once every band has had its first."""
+        runs = self._runs.pop((top, bottom))
+        if len(runs):
+            _smooth_columns(self._view, self._holes, runs, self._scratch, SMOOTH_ROWS)
 
 
 def hole_runs(holes: np.ndarray) -> np.ndarray:

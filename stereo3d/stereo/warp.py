@@ -355,9 +355,16 @@ class Renderer:
                 np.multiply(columns, np.float32(1.0 / _splat().POSITION_ONE), out=positions, dtype=np.float32)
         else:
             self._render_on_cpu(image, shift, mirrored, views, maps)
-        fills = [(view, holes, positions, image, direction, self._scratch(index, image), neighbours)
+        fills = [_fill().HoleFill(view, holes, positions, image, direction, self._scratch(index, image), neighbours)
                  for index, (view, direction, (positions, holes)) in enumerate(zip(views, mirrored, maps))]  # fmt: skip
-        self._run([(_fill().fill_holes, *job) for job in fills], parallel=image.size >= 3 * _PARALLEL_MIN_PIXELS)
+        # In bands of rows on every render thread (as many slices a view as the warp's), in its two passes.
+        parallel = self._pool is not None and image.size >= 3 * _PARALLEL_MIN_PIXELS
+        height = image.shape[0]
+        slices = min(-(-2 * self.threads // len(fills)), height) if parallel else 1
+        cuts = [round(height * k / slices) for k in range(slices + 1)]
+        for step in ("gather", "smooth"):
+            self._run([(getattr(fill, step), top, bottom) for fill in fills for top, bottom in zip(cuts, cuts[1:])],
+                      parallel)  # fmt: skip
         return views
 
     def _side_by_side(self, shape: tuple[int, int]) -> tuple[Callable | None, int]:
