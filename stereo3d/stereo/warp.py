@@ -357,7 +357,7 @@ class Renderer:
             self._render_on_cpu(image, shift, mirrored, views, maps)
         fills = [_fill().HoleFill(view, holes, positions, image, direction, self._scratch(index, image), neighbours)
                  for index, (view, direction, (positions, holes)) in enumerate(zip(views, mirrored, maps))]  # fmt: skip
-        # In bands of rows on every render thread (as many slices a view as the warp's), in its two passes.
+        # In bands of rows on every render thread (two for every thread's share, as the warp's slices), in two passes.
         parallel = self._pool is not None and image.size >= 3 * _PARALLEL_MIN_PIXELS
         height = image.shape[0]
         slices = min(-(-2 * self.threads // len(fills)), height) if parallel else 1
