@@ -357,14 +357,11 @@ class Renderer:
             self._render_on_cpu(image, shift, mirrored, views, maps)
         fills = [_fill().HoleFill(view, holes, positions, image, direction, self._scratch(index, image), neighbours)
                  for index, (view, direction, (positions, holes)) in enumerate(zip(views, mirrored, maps))]  # fmt: skip
-        # In bands of rows on every render thread (two for every thread's share, as the warp's slices), in two passes.
+        # In slices of rows on every render thread, as the warp's, in the fill's two passes.
         parallel = self._pool is not None and image.size >= 3 * _PARALLEL_MIN_PIXELS
-        height = image.shape[0]
-        slices = min(-(-2 * self.threads // len(fills)), height) if parallel else 1
-        cuts = [round(height * k / slices) for k in range(slices + 1)]
+        slices = self._slices(image.shape[0], len(fills), 1, parallel)
         for step in ("gather", "smooth"):
-            self._run([(getattr(fill, step), top, bottom) for fill in fills for top, bottom in zip(cuts, cuts[1:])],
-                      parallel)  # fmt: skip
+            self._run([(getattr(fill, step), top, bottom) for fill in fills for top, bottom in slices], parallel)
         return views
 
     def _side_by_side(self, shape: tuple[int, int]) -> tuple[Callable | None, int]:
@@ -414,15 +411,20 @@ class Renderer:
         the calling thread: a hand-off costs more than it saves."""
         height, width = shift.values.shape
         source = self._remap_source(image)
-        threads = self.threads if height * width >= _PARALLEL_MIN_PIXELS else 1
-        # Slices per view: two for every thread's share, so that a thread done early takes another (views and bands
-        # differ in cost: holes, occlusions), none thinner than a band (per-call overhead).
-        slices = max(1, min(-(-2 * threads // len(views)), height // _band_rows(width))) if threads > 1 else 1
-        cuts = [round(height * k / slices) for k in range(slices + 1)]
+        parallel = self._pool is not None and height * width >= _PARALLEL_MIN_PIXELS
+        slices = self._slices(height, len(views), _band_rows(width), parallel)
         jobs = [(self._warp_rows, source, shift, view, positions, holes, top, bottom, direction)
                 for view, direction, (positions, holes) in zip(views, mirrored, maps)
-                for top, bottom in zip(cuts, cuts[1:])]  # fmt: skip
-        self._run(jobs, parallel=threads > 1)
+                for top, bottom in slices]  # fmt: skip
+        self._run(jobs, parallel)
+
+    def _slices(self, height: int, views: int, least_rows: int, parallel: bool) -> list[tuple[int, int]]:
+        """The slices of rows (top, bottom) that each of ``views`` views is cut into for the render threads: two for
+        every thread's share, so that a thread done early takes another (views and rows differ in cost: holes,
+        occlusions), none thinner than ``least_rows`` (per-call overhead); the whole frame where not ``parallel``."""
+        count = max(1, min(-(-2 * self.threads // views), height // least_rows)) if parallel else 1
+        cuts = [round(height * k / count) for k in range(count + 1)]
+        return list(zip(cuts, cuts[1:]))
 
     def _warp_rows(self, source: np.ndarray, shift: FixedShift, out: np.ndarray, positions: np.ndarray,
                    holes: np.ndarray, top: int, bottom: int, mirrored: bool) -> None:  # fmt: skip
