@@ -318,12 +318,18 @@ def discover(nodes: Sequence[int]) -> Machine:
     plugins = register_plugins()
     if nodes:
         _preload_nvidia_libraries(ort)
-    built_in = frozenset(ort.get_available_providers())
+    # ONNX Runtime 1.31 lists a registered plugin's providers among the available ones too; opened by name, a plugin
+    # does not start (ONNX Runtime silently runs the CPU provider: OpenVINO on an Intel CPU, 2026-12-05).
+    built_in = frozenset(
+        ep for ep in ort.get_available_providers() if ep not in plugins and not _meta_device(ep, plugins)
+    )
     # A built-in provider opens by its name (with a device id where it takes one); a plugin on its device handle.
+    # A plugin's meta device (OpenVINO's "OpenVINOExecutionProvider.AUTO") is left out: it only picks among the
+    # devices listed on their own.
     devices = [
         Device(d.ep_name, _kind(d.device.type), str(d.device.vendor or ""), None if d.ep_name in built_in else d)
         for d in ort.get_ep_devices()
-        if _kind(d.device.type) in KINDS
+        if _kind(d.device.type) in KINDS and not _meta_device(d.ep_name, plugins)
     ]
     problems: dict[str, str] = {}
     for ep in NVIDIA_BUILT_IN:
@@ -343,6 +349,11 @@ def discover(nodes: Sequence[int]) -> Machine:
         devices.append(Device(RUNTIME_EP, "cpu", cpu.vendor if cpu else ""))
         installed |= {RUNTIME_EP}
     return Machine(tuple(devices), installed, problems)
+
+
+def _meta_device(ep: str, plugins: dict[str, str]) -> bool:
+    """Whether ``ep`` is a registered plugin's variant of one of its providers (``OpenVINOExecutionProvider.AUTO``)."""
+    return ep not in plugins and ep.partition(".")[0] in plugins
 
 
 @functools.cache
