@@ -13,7 +13,8 @@
 * The precision table: every path that runs here against the float32 CPU provider, for DA3 and for NVDS (split):
   mean and max relative difference of the output, and the screen parallax it moves at 1080p full SBS (the
   near map of each frame normalised as the ``frame`` stabiliser does, then the renderer's parallax formula at
-  the default settings): mean and max |Δ| in pixels. ``fp16 graph`` is the model converted to float16
+  the default settings, both with the screen plane that ``convergence: auto`` finds on the reference frame): mean
+  and max |Δ| in pixels. ``fp16 graph`` is the model converted to float16
   (ONNX Runtime's converter, inputs and outputs kept float32) and run on the CPU: what an fp16 GPU engine
   computes, emulated.
 """
@@ -232,7 +233,10 @@ def compare(reference: np.ndarray, other: np.ndarray, near: bool = False) -> dic
         nr, no = (r, o) if near else (near_from_depth(r), near_from_depth(o))
         nr = cv2.resize(np.nan_to_num(nr).astype(np.float32), (WIDTH, HEIGHT), interpolation=cv2.INTER_LINEAR)
         no = cv2.resize(np.nan_to_num(no).astype(np.float32), (WIDTH, HEIGHT), interpolation=cv2.INTER_LINEAR)
-        shifts.append(np.abs(parallax_px(no, WIDTH, settings) - parallax_px(nr, WIDTH, settings)))
+        # The reference frame's screen plane for both (convergence auto finds one per frame): the difference is the
+        # depth's alone, not a moved screen.
+        frame = settings.for_frame(nr)
+        shifts.append(np.abs(parallax_px(no, WIDTH, frame) - parallax_px(nr, WIDTH, frame)))
     shift = np.stack(shifts)
     return {
         "mean_rel": float(f"{np.abs(oth - ref).mean() / scale:.3g}"),

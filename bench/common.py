@@ -18,13 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = Path(os.environ.get("STEREO3D_BENCH_CACHE") or ROOT / "bench" / ".cache")
+# A smoke run (``python -m bench --smoke``, which sets this for its children too): every figure at a tiny size, to
+# prove that each one runs (CI runs it); its figures mean nothing. It has a cache of its own.
+SMOKE_ENV = "STEREO3D_BENCH_SMOKE"
+SMOKE = os.environ.get(SMOKE_ENV, "") not in ("", "0")
+CACHE = Path(os.environ.get("STEREO3D_BENCH_CACHE") or ROOT / "bench" / (".cache-smoke" if SMOKE else ".cache"))
 # DA3 side of the depth figures: the demo's (DA3's native 518 is ~3.5x slower per frame on a CPU; pass
 # --da3-size 518 to measure it). NVDS tier: the demo's (the real-use tiers take minutes per frame window here).
 DA3_VARIANT = "small"
-DA3_SIZE = 280
-SMALL_DA3_SIZE = 140  # where many frames matter more than the side (P6's 10x clip, P8's one real conversion)
-NVDS_TIER = (256, 128)
+DA3_SIZE = 70 if SMOKE else 280
+SMALL_DA3_SIZE = 56 if SMOKE else 140  # where many frames matter more than the side (P6's 10x clip, P8's conversion)
+NVDS_TIER = (64, 32) if SMOKE else (256, 128)
 _STARTED = time.perf_counter()
 
 

@@ -24,14 +24,15 @@ import numpy as np
 from bench import common
 
 
-def run(size: int = 518, frames: int = 8, batch: int = 4, repeats: int = 2) -> dict:
+def run(size: int = 518, frames: int = 8, batch: int = 4, repeats: int = 2, aspects: tuple[str, ...] = ()) -> dict:
+    """P15 over the ``aspects`` tiers (default: every default tier; the figure needs 16:9 and 1:1)."""
     from stereo3d.models.da3.export import export_da3
     from stereo3d.models.da3.tiers import DEFAULT_TIERS, parse_aspect, tier_shape
     from stereo3d.runtime.sessions import SessionOptions, open_session
 
     weights = common.ensure_da3_weights()
     work = common.scratch("tiers")
-    tiers = {tier: tier_shape(parse_aspect(tier), size) for tier in DEFAULT_TIERS}
+    tiers = {tier: tier_shape(parse_aspect(tier), size) for tier in aspects or DEFAULT_TIERS}
     exports = {}
     for tier, shape in tiers.items():
         path = work / f"{tier.replace(':', 'x')}.onnx"

@@ -113,9 +113,6 @@ def pytest_collection_modifyitems(items):
 # of any other test fails the run when CI=true (pytest_runtest_makereport below), so that no test vanishes from CI
 # without a word; outside CI a skip is only listed (-ra). Patterns are fnmatch patterns of node ids.
 SKIPS_IN_CI = {
-    "tests/test_providers.py::test_openvino_exact_depth_matches_the_cpu_provider": (
-        "OpenVINO offers a device only on Intel CPUs, GPUs and NPUs; a runner with another CPU has none to compare"
-    ),
     "tests/test_providers.py::test_open_session_falls_back_to_the_next_attempt_with_its_own_options": (
         "needs an onnxruntime build with the CUDA provider (onnxruntime-gpu, x86-64 Linux/Windows only)"
     ),
