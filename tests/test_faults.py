@@ -60,14 +60,12 @@ def baseline(tmp_path_factory):
     write_config(workdir)
     before = checksums(workdir / "videos")
     cwd = tmp_path_factory.mktemp("faults-cwd")
-    started = time.monotonic()
     done = subprocess.run(snakemake_cmd(workdir), cwd=cwd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-6000:]
     return {
         "workdir": workdir,
         "cwd": cwd,
         "before": before,
-        "seconds": time.monotonic() - started,
         "results": results_of(workdir),
     }
 
@@ -101,8 +99,11 @@ def test_sources_are_never_modified(baseline):
 @pytest.mark.parametrize("seed", [FIXED_KILL_SEED, None], ids=["fixed-seed", "new-seed"])
 def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, tmp_path_factory, seed):
     """Kill moments drawn from ``seed``: a fixed one, the same every run, and one drawn anew each run (or taken
-    from STEREO3D_KILL_SEED to replay a failure). A moment is a fraction of the uninterrupted run's duration, then
-    the first instant after it when a job is running (so each kill interrupts a job, not the planning)."""
+    from STEREO3D_KILL_SEED to replay a failure). A moment is counted in the run's own progress, not in seconds (a
+    run's speed on two shared cores swings 1.5x with the other test worker's load: a time drawn from the baseline's
+    duration could fall after a faster run had ended): the k-th job the run starts, of those a full run has, a
+    random part of a second into it, then the first instant after that when a job is running (so each kill
+    interrupts a job, not the planning)."""
     if seed is None:
         seed = int(os.environ.get("STEREO3D_KILL_SEED", random.randrange(2**31)))
     print(f"kill seed: STEREO3D_KILL_SEED={seed} replays this sequence")  # shown with a failure
@@ -111,16 +112,22 @@ def test_a_run_killed_at_random_moments_resumes_to_identical_outputs(baseline, t
     make_library(workdir / "videos")
     write_config(workdir)
     reference = {k.replace("faults-baseline", ""): v for k, v in baseline["results"].items()}
+    jobs = sum(planned_jobs(workdir).values())
     interrupted = []
     for n in range(KILLS):
+        nth, into = rng.randint(1, jobs), rng.uniform(0.0, 1.0)
         proc = subprocess.Popen(
             snakemake_cmd(workdir, "--rerun-incomplete"),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        moment = time.monotonic() + max(1.0, rng.uniform(0.0, 0.8) * baseline["seconds"])
-        while proc.poll() is None and (time.monotonic() < moment or not running_jobs(workdir)):
+        started, moment = set(), None  # the jobs seen started; when the nth was seen, plus ``into``
+        while proc.poll() is None and (moment is None or time.monotonic() < moment or not running_jobs(workdir)):
+            if moment is None:
+                started.update(running_jobs(workdir))
+                if len(started) >= nth:
+                    moment = time.monotonic() + into
             time.sleep(0.02)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job, ffmpeg included
