@@ -1,8 +1,11 @@
 """The renderer on an NVIDIA GPU: ``stereo3d.stereo.splat``'s row functions compiled by numba-cuda.
 
-One GPU thread per row works out the row's source positions (the splat is serial along a row: each pixel's
-occlusion depends on every pixel to its left), then one thread per pixel resamples the image there, with
-neighbouring threads on neighbouring pixels so that their memory reads coalesce. Each frame is uploaded once for
+A block of GPU threads per row works out the row's source positions: the splat is serial along a row (each
+pixel's occlusion depends on every pixel to its left), so each thread first finds the farthest landing of its
+piece of the row (``splat.row_reach``), the block hands each piece the state of the pieces before it (a scan in
+shared memory), and each thread walks its piece from there (``splat.row_columns``): the serial walk's targets,
+each written by one thread. Then one thread per pixel resamples the image there, with neighbouring threads on
+neighbouring pixels so that their memory reads coalesce. Each frame is uploaded once for
 both views, and the device buffers live as long as the renderer (one per render job). The views come back to the
 host for packing and encoding: the encoder reads them from a pipe either way.
 
@@ -19,7 +22,7 @@ import numpy as np
 
 from stereo3d.stereo import splat
 
-# The row kernel runs one thread per row (1080 rows: 17 blocks), by design: numba-cuda's warning that so few blocks
+# The renderer's check renders a 6-row scene (6 blocks of the row kernel): numba-cuda's warning that so few blocks
 # leave most of the GPU idle would print in every GPU render job's log (seen on the H200, 2026-12-04).
 warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU under-utilization")
 
@@ -32,7 +35,9 @@ except ImportError as _missing:  # numba without its CUDA target
     cuda = None
     _why = f"numba has no CUDA target ({_missing}; pip install numba-cuda)"
 
-_ROW_THREADS = 64  # threads per block of the row kernel (a 1080p view has 1080 rows: 17 blocks)
+# Threads a row (one block) of the row kernel: pieces of 15 columns at 1920 (a 1080p view: 1080 blocks of 128).
+# Fewer threads walk longer pieces; more spend longer in the block's scan, which one thread runs.
+_ROW_THREADS = 128
 _PIXEL_BLOCK = (32, 8)  # threads per block of the pixel kernel: a warp along a row, 8 rows
 
 
@@ -113,11 +118,10 @@ class CudaRenderer:
         stream = self._stream
         buffers.source.copy_to_device(source, stream=stream)
         buffers.shift.copy_to_device(shift, stream=stream)
-        row_blocks = -(-height // _ROW_THREADS)
         pixel_blocks = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]))
         for index, direction in enumerate(mirrored):
             columns, holes = buffers.columns[index], buffers.holes[index]
-            self._columns_kernel[row_blocks, _ROW_THREADS, stream](buffers.shift, direction, bits, columns, holes)
+            self._columns_kernel[height, _ROW_THREADS, stream](buffers.shift, direction, bits, columns, holes)
             self._sample_kernel[pixel_blocks, _PIXEL_BLOCK, stream](buffers.source, columns, buffers.views[index])
         # The fill (stereo3d.stereo.fill) runs on the CPU for both devices: it needs each view's holes and positions.
         views = [(buffers.views[index].copy_to_host(stream=stream), buffers.holes[index].copy_to_host(stream=stream),
@@ -144,15 +148,40 @@ def _kernels():
     """The two kernels, built from splat's functions for one renderer (numba compiles them at their first launch,
     in the renderer's check)."""
     row_columns = cuda.jit(device=True)(splat.row_columns)
+    row_reach = cuda.jit(device=True)(splat.row_reach)
     sample_pixel = cuda.jit(device=True)(splat.sample_pixel)
+    threads = _ROW_THREADS
 
     @cuda.jit
     def columns_kernel(shift, mirrored, bits, columns, holes):
-        row = cuda.grid(1)
-        if row < shift.shape[0] and mirrored:
-            row_columns(shift[row, ::-1], columns[row, ::-1], holes[row, ::-1], bits, True, 1)
-        elif row < shift.shape[0]:
-            row_columns(shift[row], columns[row], holes[row], bits, False, 1)
+        row, lane = cuda.blockIdx.x, cuda.threadIdx.x
+        width = shift.shape[1]
+        piece = (width + threads - 1) // threads
+        start = min(lane * piece, width)
+        stop = min(start + piece, width)
+        reaches = cuda.shared.array(threads, np.int32)
+        lasts = cuda.shared.array(threads, np.int32)
+        if mirrored:
+            reach, last = row_reach(shift[row, ::-1], start, stop, bits)
+        else:
+            reach, last = row_reach(shift[row], start, stop, bits)
+        reaches[lane], lasts[lane] = reach, last
+        cuda.syncthreads()
+        if lane == 0:  # each piece's entry becomes the state of the pieces before it
+            reach, last = np.int32(0), np.int32(0)
+            for index in range(threads):
+                here, position = reaches[index], lasts[index]
+                reaches[index], lasts[index] = reach, last
+                if here > reach:
+                    reach, last = here, position
+        cuda.syncthreads()
+        tail = lane == threads - 1
+        if mirrored:
+            row_columns(shift[row, ::-1], columns[row, ::-1], holes[row, ::-1], bits, True, 1, start, stop,
+                        reaches[lane], lasts[lane], tail)  # fmt: skip
+        else:
+            row_columns(shift[row], columns[row], holes[row], bits, False, 1, start, stop, reaches[lane],
+                        lasts[lane], tail)  # fmt: skip
 
     @cuda.jit
     def sample_kernel(source, columns, out):

@@ -4,8 +4,9 @@
 splat with its occlusion and hole rules, see ``stereo3d.stereo.warp``); ``sample_pixel`` resamples one target
 pixel there. The CPU renderer compiles ``row_columns`` with ``numba.njit`` (``source_map``) and runs it a band
 of rows at a time, without the GIL, on the render threads, then resamples with OpenCV's SIMD ``remap``. The GPU
-renderer (``stereo3d.stereo.cuda``) compiles both functions as CUDA device functions: one GPU thread per row for
-the splat and one per pixel for the resampling. ``warp_rows`` is that GPU computation compiled for the CPU, which
+renderer (``stereo3d.stereo.cuda``) compiles them as CUDA device functions: a block of threads per row for the
+splat (each walks a piece of the row from the state ``row_reach`` gives the pieces before it) and one thread per
+pixel for the resampling. ``warp_rows`` is that GPU computation compiled for the CPU, which
 the GPU renderer checks itself against. So CI, which has no GPU, tests the GPU's code on the CPU: compiled here,
 and interpreted by numba's CUDA simulator (tests/test_render_cuda.py).
 
@@ -28,7 +29,7 @@ POSITION_ONE = 1 << POSITION_BITS  # one pixel, in positions
 INT = np.int32  # the integer of row_columns' arithmetic, as a GPU compiles it (the CPU's: with_int)
 
 
-def row_columns(shift, columns, holes, bits, mirrored, scale):
+def row_columns(shift, columns, holes, bits, mirrored, scale, start, stop, reach, last, tail):
     """The source position (1/32 px, times ``scale``) of every target pixel of one row into ``columns``, and
     whether it is a disocclusion into ``holes`` (1) or not (0). ``shift`` is the row of int16 shifts in 1/2**bits
     px (the left view's direction), and the arrays are walked in the view's direction: the right view (``mirrored``:
@@ -44,17 +45,23 @@ def row_columns(shift, columns, holes, bits, mirrored, scale):
     foreground covers there (``stereo3d.stereo.fill`` looks for it in other frames, and fills it). Integers of
     ``INT`` (int32 on a GPU, where int64 is twice as wide; the CPU compiles it with int64, its own width: int32 cost
     sign extensions, 1.4x on the mirrored walk), float32 stores, and a hot path (the next target, no hole) of one
-    test and two stores."""
+    test and two stores.
+
+    The walk covers source columns ``start:stop`` from the state the columns before them leave (``reach``, the
+    farthest target they landed on, and ``last``, the position shown there: ``row_reach``; 0, 0 before the first
+    column), and writes the targets past ``reach`` up to where they land; ``tail``: then every target after the
+    last landing, as holes (the walk of the row's last columns). So the CPU walks a whole row at once (0, width,
+    0, 0, True) and a GPU walks a row in pieces on many threads, each target written by one of them."""
     width = shift.shape[0]
     one = INT(1 << bits)
     half = one >> 1
     up = INT(POSITION_BITS - bits)
     # The source column that position p (+1 px) shows is (base + sign * p) / one, in the row's own coordinates.
     base, sign = (INT(width) * one, INT(-1)) if mirrored else (-one, INT(1))
-    reach = INT(0)  # targets 1..reach are written (landing at or left of 0 claims nothing)
-    last = INT(0)  # the position shown at target ``reach``
-    rounding = one + half  # (x + 1) * one + half, the rounding of source column x's landing
-    for x in range(width):
+    reach = INT(reach)  # targets 1..reach are written (landing at or left of 0 claims nothing)
+    last = INT(last)  # the position shown at target ``reach``
+    rounding = INT(start + 1) * one + half  # (x + 1) * one + half, the rounding of source column x's landing
+    for x in range(start, stop):
         s = INT(shift[x])
         landing = (s + rounding) >> bits
         rounding += one
@@ -71,15 +78,36 @@ def row_columns(shift, columns, holes, bits, mirrored, scale):
                 holes[target] = 1
             reach = end
             if landing > width:
-                break
+                break  # every target is written (reach is the width): the row's last columns land past its end
             last = landing * one - s
             columns[reach] = np.float32((base + sign * last) << up) * scale
             holes[reach] = 0
             reach = landing
-    for target in range(reach, width):
-        hidden = last + (target + 1 - reach) * one
-        columns[target] = np.float32((base + sign * hidden) << up) * scale
-        holes[target] = 1
+    if tail:
+        for target in range(reach, width):
+            hidden = last + (target + 1 - reach) * one
+            columns[target] = np.float32((base + sign * hidden) << up) * scale
+            holes[target] = 1
+
+
+def row_reach(shift, start, stop, bits):
+    """The state ``row_columns`` carries past source columns ``start:stop`` of a row on its own: the farthest
+    target they land on (0: none past the row's start) and the position shown there, that of the first column
+    landing on it (a later one landing there is hidden). Of the pieces before a column, the one with the
+    farthest landing (the first, on a tie) gives the walk's state at that column: its reach and position are the
+    walk's after all of them (or reach past the row's end: nothing after is written)."""
+    one = INT(1 << bits)
+    reach = INT(0)
+    last = INT(0)
+    rounding = INT(start + 1) * one + (one >> 1)
+    for x in range(start, stop):
+        s = INT(shift[x])
+        landing = (s + rounding) >> bits
+        rounding += one
+        if landing > reach:
+            reach = landing
+            last = landing * one - s
+    return reach, last
 
 
 def sample_pixel(src, out, col, position):
@@ -116,9 +144,9 @@ def warp_rows(src, shift, out, holes, top, bottom, mirrored, bits):
     columns = np.empty(width, np.int32)
     for row in range(top, bottom):
         if mirrored:
-            _row_columns(shift[row, ::-1], columns[::-1], holes[row, ::-1], bits, True, 1)
+            _row_columns(shift[row, ::-1], columns[::-1], holes[row, ::-1], bits, True, 1, 0, width, 0, 0, True)
         else:
-            _row_columns(shift[row], columns, holes[row], bits, False, 1)
+            _row_columns(shift[row], columns, holes[row], bits, False, 1, 0, width, 0, 0, True)
         source, view = src[row], out[row]
         for col in range(width):
             _sample_pixel(source, view, col, columns[col])
@@ -129,8 +157,12 @@ def source_map(shift, top, mirrored, bits, out, holes):
     """The source column (float32 px, as OpenCV's ``remap`` takes it) of every target pixel of rows
     ``top : top + len(out)`` of one view into ``out``, and their disocclusions into ``holes`` (same rows)."""
     scale = np.float32(1.0 / POSITION_ONE)
+    width = shift.shape[1]
     for index in range(out.shape[0]):
+        row = top + index
         if mirrored:
-            _row_columns(shift[top + index, ::-1], out[index, ::-1], holes[index, ::-1], bits, True, scale)
+            _row_columns(
+                shift[row, ::-1], out[index, ::-1], holes[index, ::-1], bits, True, scale, 0, width, 0, 0, True
+            )
         else:
-            _row_columns(shift[top + index], out[index], holes[index], bits, False, scale)
+            _row_columns(shift[row], out[index], holes[index], bits, False, scale, 0, width, 0, 0, True)
