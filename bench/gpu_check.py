@@ -297,31 +297,46 @@ def nvenc_fps(codec: str, frames: int, width: int, height: int) -> dict:
 
 
 def render_gpu(width: int, height: int, frames: int) -> dict:
-    """The renderer on the GPU (numba-cuda) against the CPU renderer on the same 1080p frames: frames/s of both
-    (views only, both eyes), and whether the views of the first and the last frame are the same bit for bit."""
+    """The renderer on the GPU (numba-cuda: the shift map, splat, resampling and hole fill all there) against the CPU
+    renderer on the same 1080p frames, as the render job walks them (each frame with the frames around that fill its
+    holes, rendered into a packed full-SBS frame): frames/s of both, the GPU renderer's opening (its kernels built
+    and checked), and whether every packed frame is the same bit for bit."""
     from bench.render_encode import scene
     from stereo3d.stereo import warp
+    from stereo3d.stereo.fill import windowed
 
     sources, nears = scene(frames, width, height, 518)
-    settings = warp.StereoSettings()
-    timings, views = {}, {}
+    settings = warp.StereoSettings().at_plane(0.75)
+    timings, packed, opened = {}, {}, {}
+
+    def walk():
+        items = ((index, frame, near) for index, (frame, near) in enumerate(zip(sources, nears)))
+        return windowed(items, settings.fill_frames, 0, frames)
+
     for device in ("cpu", "cuda"):
+        start = time.perf_counter()
         renderer = warp.Renderer(device)
+        opened[device] = round(time.perf_counter() - start, 2)
         if renderer.device != device:
             from stereo3d.stereo import cuda
 
             # Why: no CUDA target or GPU (unavailable), else the kernels' build or check on this device failed.
             why = cuda.unavailable() or cuda.open_renderer()[1] or "the GPU renderer did not open (see log)"
             return {"available": False, "why": why, "cpu_fps": timings.get("cpu")}
-        first = renderer.render_stereo(sources[0], nears[0], settings)  # warm-up: compiling, buffers
-        start = time.perf_counter()
-        for frame, near in zip(sources, nears):
-            last = renderer.render_stereo(frame, near, settings)
+        # Full SBS, each eye rendered into its half, as stages.render.stereo_frame does (not imported here: stage 1
+        # carries no PyAV).
+        ring = [np.empty((height, 2 * width, 3), np.uint8) for _ in range(frames)]
+        for _ in range(2):  # a warm-up (compiling, buffers, the device's window), then the timed walk
+            start = time.perf_counter()
+            for index, frame, near, around in walk():
+                eyes = (ring[index][:, :width], ring[index][:, width:])
+                renderer.render_stereo(frame, near, settings, out=eyes, neighbours=around)
         timings[device] = round(frames / (time.perf_counter() - start), 2)
-        views[device] = [np.copy(view) for view in (*first, *last)]  # the first and the last frame's views
-    same = all(np.array_equal(a, b) for a, b in zip(views["cpu"], views["cuda"], strict=True))
+        packed[device] = ring
+        renderer.close()
+    same = all(np.array_equal(a, b) for a, b in zip(packed["cpu"], packed["cuda"], strict=True))
     return {"available": True, "size": f"{width}x{height}", "frames": frames, "cpu_fps": timings["cpu"],
-            "cuda_fps": timings["cuda"], "same_views": same}  # fmt: skip
+            "cuda_fps": timings["cuda"], "cuda_open_s": opened["cuda"], "same_views": same}  # fmt: skip
 
 
 def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], frames: int, width: int,
@@ -331,8 +346,11 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
     from stereo3d.stages.depth import estimate_depth
     from stereo3d.stages.near_maps import make_near_maps
     from stereo3d.stages.render import EncodeSettings, RenderSettings, render_video
+    from stereo3d.stereo.warp import Renderer
 
     os.environ[PROFILE_ENV] = "1"
+    # As a render job opens it (runtime.render_device: auto): the GPU where numba-cuda finds one.
+    renderer = Renderer("auto")
     clip = common.clip(f"gpu_{width}x{height}_{frames}", width=width, height=height, frames=frames, fps="24",
                        pattern="testsrc2", audio=True)  # fmt: skip
     work = common.scratch("gpu_pipeline")
@@ -348,7 +366,8 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
                                              common.near_settings("nvds", nvds_tier=f"{tier[0]}x{tier[1]}"),
                                              models_dir=common.nvds_dir(), options=options)),
         ("render", lambda: render_video(clip, probe, work / "near.maps", work / "sbs.mkv",
-                                        RenderSettings(encode=EncodeSettings(codec=codec, preset="medium")))),
+                                        RenderSettings(encode=EncodeSettings(codec=codec, preset="medium")),
+                                        renderer=renderer)),
     ):  # fmt: skip
         result, seconds = common.timed(fn)
         stages[name] = {"wall_s": round(seconds, 2), "fps": round(frames / seconds, 2),
@@ -358,7 +377,8 @@ def pipeline_fps(providers: tuple[str, ...], size: int, tier: tuple[int, int], f
     return {"clip": f"{width}x{height}, {frames} frames", "da3": f"small {size} uint8 batch 8",
             "nvds": f"split {tier[0]}x{tier[1]}", "providers": list(providers), "precision": options.precision,
             "fps": round(frames / wall, 2), "wall_s": round(wall, 2), "inference_s": round(totals["seconds"], 2),
-            "wall_over_inference": round(wall / max(totals["seconds"], 1e-9), 3), "stages": stages}  # fmt: skip
+            "wall_over_inference": round(wall / max(totals["seconds"], 1e-9), 3), "stages": stages,
+            "render_device": renderer.device}  # fmt: skip
 
 
 def depth_figures(smoke: bool, provider: str) -> dict:

@@ -148,3 +148,22 @@ def test_holes_of_a_still_shot_are_filled_the_same_in_every_frame():
     views = render_with_neighbours(frames)
     for index in range(1, 5):
         assert np.array_equal(views[index][0], views[0][0]) and np.array_equal(views[index][1], views[0][1])
+
+
+@pytest.mark.parametrize("rows", [8, 12, 15])
+def test_a_picture_under_sixteen_rows_moving_renders_with_the_frames_around(rows):
+    # OpenCV's DIS optical flow crashed the whole process (a segmentation fault) on grey pictures of 8 to 15 rows: a
+    # strip of video, or a frame whose grey copy (at most 320 wide) is that short. Such pictures get no flow.
+    rng = np.random.default_rng(rows)
+    wall = rng.integers(0, 256, (rows, 80, 3), dtype=np.uint8)
+    items = []
+    for index in range(4):
+        frame = np.roll(wall, 3 * index, axis=1)
+        near = np.zeros((rows, 80), np.float32)
+        near[:, 30 + 2 * index : 44 + 2 * index] = 1.0
+        items.append((index, frame, near))
+    with Renderer("cpu", threads=1) as renderer:
+        for _, frame, near, around in windowed(iter(items), 2, 0, 4):
+            assert not around.flows.any()
+            left, right = renderer.render_stereo(frame, near, SETTINGS, neighbours=around)
+            assert left.shape == right.shape == frame.shape

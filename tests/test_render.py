@@ -274,8 +274,8 @@ def test_a_gap_thinner_than_the_maps_samples_takes_the_depth_of_what_it_shows(mo
     small = np.rint(cv2.resize(near, (16, 2), interpolation=cv2.INTER_AREA) * 1000).astype(np.int16)
 
     def picked():
-        enlarged = cv2.resize(small, (64, 8), interpolation=cv2.INTER_LINEAR)
-        upsample.pick_edges(enlarged, small, frame, threshold=50)
+        enlarged = np.empty((8, 64), np.int16)
+        upsample.enlarge(small, enlarged, frame, threshold=50)
         return enlarged
 
     wide = picked()

@@ -17,11 +17,15 @@ the foreground that covers it there. A hole is filled with background, never wit
    is not its background); then each filled pixel is the mean of the filled pixels of its column within
    ``SMOOTH_ROWS`` rows, so that the repeat does not draw the background's texture out into streaks.
 
-Both run on the CPU for either render device, so the GPU and the CPU fill the same pixels.
+The per-pixel and per-run work is scalar code that the CPU runs a band of rows at a time (``HoleFill``) and a GPU
+with a thread per hole pixel (``stereo3d.stereo.cuda``), compiled from the same source (``stereo3d.stereo.scalar``):
+the two fill the same pixels. The optical flow between frames is the CPU's on either device (``FrameWindow``, at
+most ``MOTION_WIDTH`` wide, on a thread of its own beside the render).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,9 +35,11 @@ import numpy as np
 from numba import njit
 
 from stereo3d.stereo.cuts import THUMB_SIZE, picture_change
+from stereo3d.stereo.scalar import dmul, fmul
 
 SMOOTH_ROWS = 3  # rows above and below whose filled pixels a filled pixel is averaged with (bench/viewing.py)
 FILL_FRAMES = 4  # frames before and after a frame whose pictures fill its holes (render.fill_frames' default)
+MOST_NEIGHBOURS = 2 * 16  # the frames around a frame that fill its holes, at render.fill_frames' largest
 # A candidate's depth must be within this (near map units) of the background beside the hole, and this much farther
 # than what covers the hidden position in the frame itself.
 BACKGROUND_TOLERANCE = 0.04
@@ -48,6 +54,9 @@ ANCHOR_PCT = 5.0
 # preset: ~2 ms a pair; at 480 px and the fast preset the moving camera's holes scored 0.2-0.4 dB better, for 4x the
 # time).
 MOTION_WIDTH = 320
+# The optical flow is left at zero for pictures smaller than this on a side: OpenCV's DIS (5.1, ultrafast) needs a few
+# patches of 8 px, and crashes the process (a segmentation fault) on grey pictures under 16 rows.
+DIS_LEAST_PX = 16
 STILL_PX = 0.1  # background motion below this between two frames is taken as none (noise of a still camera)
 STILL_GREY = 1.5  # ...and so where most of the farther half changed less than this (median, grey levels of 255)
 # Frames of at least this many pixels are pushed into the window on a thread of their own (a smaller frame's push
@@ -84,26 +93,23 @@ class HoleFill:
         self._runs[(top, bottom)] = runs
         if not len(runs):
             return
-        view, holes, positions, mirrored = self._view, self._holes, self._positions, self._mirrored
         around = self._neighbours
         if around is not None:
-            moves = _run_moves(runs, positions, mirrored, around.steps, around.flows, around.pair_slots,
-                               ANCHOR_PCT / 100.0 * view.shape[1])  # fmt: skip
-            _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, around.current_near, around.frames,
-                                  around.nears, around.slots)  # fmt: skip
+            steps, flows, pair_slots = around.steps, around.flows, around.pair_slots
             frames, slots, near, nears = around.frames, around.slots, around.current_near, around.nears
         else:
-            moves = np.zeros((len(runs), 0, 2))
+            steps, flows, pair_slots = np.zeros(0, np.int64), np.zeros((1, 1, 1, 2), np.float32), np.zeros(0, np.int64)
             frames, slots = self._source[None], np.zeros(0, np.int64)
             near, nears = np.zeros((1, 1), np.float32), np.zeros((1, 1, 1), np.float32)
-        _repeat_background(holes, runs, positions, self._source, mirrored, self._scratch, frames, slots, moves, near,
-                           nears)  # fmt: skip
+        _gather_runs(self._view, self._holes, runs, self._positions, self._mirrored, self._source, self._scratch,
+                     ANCHOR_PCT / 100.0 * self._view.shape[1], steps, flows, pair_slots, neighbour_table(steps), near,
+                     frames, nears, slots)  # fmt: skip
 
     def smooth(self, top: int, bottom: int) -> None:
         """The second pass over rows ``top:bottom``, once every band has had its first."""
         runs = self._runs.pop((top, bottom))
         if len(runs):
-            _smooth_columns(self._view, self._holes, runs, self._scratch, SMOOTH_ROWS)
+            _smooth_runs(self._view, self._holes, runs, self._scratch, SMOOTH_ROWS)
 
 
 def hole_runs(holes: np.ndarray) -> np.ndarray:
@@ -131,6 +137,7 @@ class Neighbours:
     (px of the flow's own size; all zero where the camera stood still). Frames of another shot are not among
     them."""
 
+    index: int  # this frame's (frame ``index + steps[k]`` lies in slot ``slots[k]``, this one in ``index % size``)
     current_near: np.ndarray
     frames: np.ndarray
     nears: np.ndarray
@@ -219,6 +226,7 @@ class FrameWindow:
                 pairs[direction * step] = pair % self.size
         chosen.sort(key=lambda k: (abs(k), k))
         return Neighbours(
+            index=index,
             current_near=self._nears[index % self.size],
             frames=self._frames,
             nears=self._nears,
@@ -295,7 +303,7 @@ def _thumb(grey: np.ndarray) -> np.ndarray:
 def _flow(dis, previous: np.ndarray, current: np.ndarray, near: np.ndarray) -> np.ndarray:
     """The optical flow from one grey frame to the next (px of their size), all zero where the camera stood still:
     the median flow over the farther half of the first frame, by its near map, under ``STILL_PX`` of the frame."""
-    if previous.shape[0] < 8 or previous.shape[1] < 8:  # DIS needs a few patches
+    if min(previous.shape) < DIS_LEAST_PX:
         return np.zeros((*previous.shape, 2), np.float32)
     small = cv2.resize(near, (previous.shape[1], previous.shape[0]), interpolation=cv2.INTER_LINEAR)
     far = small <= np.median(small)
@@ -319,113 +327,304 @@ def _median_grey(values: np.ndarray) -> float:
     return (low + high) / 2
 
 
-@njit(nogil=True, cache=True)
-def _near_at(near, y, x, height, width):
+# --- the scalar code both devices compile (stereo3d.stereo.scalar) -----------------------------------------------
+# Per pixel or per run: the CPU walks them a band of rows at a time (``_gather_runs``, ``_smooth_runs``), a GPU
+# with a thread per hole pixel (stereo3d.stereo.cuda). Comparisons with the module's float constants are in
+# float64, as numba makes them (NumPy, in the CUDA simulator, would make them in float32).
+
+
+@njit(nogil=True, cache=True, inline="always")
+def near_at(near, y, x, height, width):
     """The near map (any size) at frame position (y, x) of a frame ``height`` x ``width``: the sample whose area
     holds it."""
-    row = min(max(int((y + 0.5) * near.shape[0] / height), 0), near.shape[0] - 1)
-    col = min(max(int((x + 0.5) * near.shape[1] / width), 0), near.shape[1] - 1)
+    row = min(max(int((np.float64(y) + 0.5) * near.shape[0] / height), 0), near.shape[0] - 1)
+    col = min(max(int((np.float64(x) + 0.5) * near.shape[1] / width), 0), near.shape[1] - 1)
     return near[row, col]
 
 
-@njit(nogil=True, cache=True)
-def _flow_at(flow, y, x, height, width):
+@njit(nogil=True, cache=True, inline="always")
+def flow_at(flow, y, x, height, width):
     """The flow field (any size) at frame position (y, x), bilinear, in frame pixels."""
     fh, fw = flow.shape[0], flow.shape[1]
     sy, sx = fh / height, fw / width
-    fy = min(max((y + 0.5) * sy - 0.5, 0.0), fh - 1.0)
-    fx = min(max((x + 0.5) * sx - 0.5, 0.0), fw - 1.0)
+    fy = min(max(dmul(np.float64(y) + 0.5, sy) - 0.5, 0.0), fh - 1.0)
+    fx = min(max(dmul(np.float64(x) + 0.5, sx) - 0.5, 0.0), fw - 1.0)
     y0, x0 = int(fy), int(fx)
     y1, x1 = min(y0 + 1, fh - 1), min(x0 + 1, fw - 1)
     wy, wx = fy - y0, fx - x0
-    a = flow[y0, x0, 0] * (1 - wx) + flow[y0, x1, 0] * wx
-    b = flow[y1, x0, 0] * (1 - wx) + flow[y1, x1, 0] * wx
-    c = flow[y0, x0, 1] * (1 - wx) + flow[y0, x1, 1] * wx
-    d = flow[y1, x0, 1] * (1 - wx) + flow[y1, x1, 1] * wx
-    return (a * (1 - wy) + b * wy) / sx, (c * (1 - wy) + d * wy) / sy  # (a tuple: no allocation per call)
+    a = dmul(np.float64(flow[y0, x0, 0]), 1.0 - wx) + dmul(np.float64(flow[y0, x1, 0]), wx)
+    b = dmul(np.float64(flow[y1, x0, 0]), 1.0 - wx) + dmul(np.float64(flow[y1, x1, 0]), wx)
+    c = dmul(np.float64(flow[y0, x0, 1]), 1.0 - wx) + dmul(np.float64(flow[y0, x1, 1]), wx)
+    d = dmul(np.float64(flow[y1, x0, 1]), 1.0 - wx) + dmul(np.float64(flow[y1, x1, 1]), wx)
+    return (dmul(a, 1.0 - wy) + dmul(b, wy)) / sx, (dmul(c, 1.0 - wy) + dmul(d, wy)) / sy
 
 
-@njit(nogil=True, cache=True)
-def _run_moves(runs, positions, mirrored, steps, flows, pair_slots, anchor_px):
-    """Where each run's background goes in each neighbour ([runs, neighbours, 2]: x, y px): its anchor
-    (``anchor_px`` into the background beside the run) followed through the flows, one frame at a time, outward."""
+@njit(nogil=True, cache=True, inline="always")
+def background_side(start, end, mirrored, width):
+    """A hole run's background-side neighbour (the pixel left of it in the left view, right of it in the right
+    view), -1 where that is beyond the frame's edge."""
+    side = end if mirrored else start - 1
+    return side if 0 <= side < width else -1
+
+
+@njit(nogil=True, cache=True, inline="always")
+def run_moves(y, start, end, positions, mirrored, steps, flows, pair_slots, anchor_px, reaching, moves):
+    """Where the background of the hole run ``start:end`` of row ``y`` goes in each neighbour (``moves[k]``: x, y
+    px; zero where the run is at the frame's edge): its anchor (``anchor_px`` into the background beside the run)
+    followed through the flows, one frame at a time, outward. ``reaching[0 or 1, step]``: the neighbour ``step``
+    frames before or after (``neighbour_table``)."""
     height, width = positions.shape
     count = len(steps)
-    moves = np.zeros((runs.shape[0], count, 2))
-    away = 1 if mirrored else -1  # from a hole towards its background side
-    # The neighbour (its index) ``step`` frames before (row 0) or after (row 1), -1 where there is none.
-    reaching = np.full((2, count + 1), -1, np.int64)
     for k in range(count):
-        reaching[0 if steps[k] < 0 else 1, abs(steps[k])] = k
-    for run in range(runs.shape[0]):
-        y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
-        side = end if mirrored else start - 1  # the run's background-side neighbour
-        if side < 0 or side >= width:
-            continue  # the frame's edge: nothing to follow
-        anchor_x = positions[y, side] + away * anchor_px
-        for direction in (-1, 1):
-            ax, ay = anchor_x, float(y)
-            for step in range(1, count + 1):
-                reached = reaching[(direction + 1) // 2, step]
-                if reached < 0:
-                    break
-                motion_x, motion_y = _flow_at(flows[pair_slots[reached]], ay, ax, height, width)
-                ax += direction * motion_x
-                ay += direction * motion_y
-                moves[run, reached, 0] = ax - anchor_x
-                moves[run, reached, 1] = ay - y
-    return moves
+        moves[k, 0] = moves[k, 1] = 0.0
+    side = background_side(start, end, mirrored, width)
+    if side < 0:
+        return  # the frame's edge: nothing to follow
+    # (Sums and differences, not products by +-1: a GPU would fuse those with the sum.)
+    anchor_x = np.float64(positions[y, side]) + (anchor_px if mirrored else -anchor_px)  # towards the background
+    for after in range(2):
+        ax, ay = anchor_x, np.float64(y)
+        for step in range(1, count + 1):
+            reached = reaching[after, step]
+            if reached < 0:
+                break
+            motion_x, motion_y = flow_at(flows[pair_slots[reached]], ay, ax, height, width)
+            ax, ay = (ax + motion_x, ay + motion_y) if after else (ax - motion_x, ay - motion_y)
+            moves[reached, 0] = ax - anchor_x
+            moves[reached, 1] = ay - y
+
+
+@njit(nogil=True, cache=True, inline="always")
+def background_depth(near, positions, y, side, mirrored):
+    """The depth of the background beside a hole run whose background-side neighbour is ``side`` (``BACKGROUND_PX``
+    beyond it, away from the foreground's edge)."""
+    away = 1 if mirrored else -1  # from a hole towards its background side
+    height, width = positions.shape
+    return near_at(near, y, np.float64(positions[y, side]) + away * BACKGROUND_PX, height, width)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def fill_from_neighbours(view, holes, y, first, last, background, moves, positions, near, frames, nears, slots, top,
+                         candidates):  # fmt: skip
+    """Hole pixels ``first:last`` of row ``y``, all of one run whose background has depth ``background``
+    (``background_depth``; the run must not touch the frame's edge on its background side): each pixel where two
+    neighbouring ``frames`` (tried nearest in time first) show that background takes the mean of the first two, and
+    its mark in ``holes`` becomes 2. (Asking the two to agree in colour, within 10 grey levels, cost 0.18 dB in the
+    holes against ground truth: the flow's misplacement on a texture is larger.) Each looks where its hidden
+    position goes as the run's background moves (``moves``, from ``run_moves``). ``top``: the largest pixel value;
+    ``candidates``: float32 [2, channels] to work in."""
+    height, width = holes.shape
+    channels = view.shape[2]
+    count = len(slots)
+    for target in range(first, last):
+        hidden = positions[y, target]
+        occluder = near_at(near, y, hidden, height, width)
+        if np.float64(occluder - background) < OCCLUDER_MARGIN:
+            continue  # nothing clearly in front: not a disocclusion other frames can show
+        found = 0
+        for index in range(count):
+            cx = np.float64(hidden) + moves[index, 0]
+            cy = y + moves[index, 1]
+            if cx < 0 or cx > width - 1 or cy < 0 or cy > height - 1:
+                continue
+            slot = slots[index]
+            there = near_at(nears[slot], cy, cx, height, width)
+            if (np.float64(abs(there - background)) >= BACKGROUND_TOLERANCE
+                    or np.float64(there) > np.float64(occluder) - OCCLUDER_MARGIN):  # fmt: skip
+                continue
+            # Bilinear sample of the neighbour at (cx, cy) (each product as numba types it: float64, and float32 by
+            # float32).
+            x0, y0 = int(cx), int(cy)
+            x1, y1 = min(x0 + 1, width - 1), min(y0 + 1, height - 1)
+            fx, fy = np.float32(cx - x0), np.float32(cy - y0)
+            for c in range(channels):
+                a = dmul(np.float64(frames[slot, y0, x0, c]), 1.0 - np.float64(fx)) + np.float64(
+                    fmul(np.float32(frames[slot, y0, x1, c]), fx)
+                )
+                b = dmul(np.float64(frames[slot, y1, x0, c]), 1.0 - np.float64(fx)) + np.float64(
+                    fmul(np.float32(frames[slot, y1, x1, c]), fx)
+                )
+                candidates[found, c] = dmul(a, 1.0 - np.float64(fy)) + dmul(b, np.float64(fy))
+            found += 1
+            if found == 2:
+                for c in range(channels):
+                    value = fmul(candidates[0, c] + candidates[1, c], np.float32(0.5))
+                    view[y, target, c] = min(max(int(math.floor(value + np.float32(0.5))), 0), top)
+                holes[y, target] = 2
+                break
+
+
+@njit(nogil=True, cache=True, inline="always")
+def background_repeat(y, start, end, positions, source, mirrored, frames, slots, moves, near, nears, values, places,
+                      depths, out):  # fmt: skip
+    """The repeat of the hole run ``start:end`` of row ``y`` (every channel, into ``out``): its background-side
+    source pixel, the median of that pixel over this frame and, where ``frames`` around it are given, each of them
+    where the run's background went (``moves``), among those whose depth there (``near``, ``nears``) is the
+    background's: the farthest that at least half of them show (``farthest_shown``). A background pixel is steadier
+    over time than in one frame: grain, or a subject passing, change it for a frame or two, not the median.
+    ``values`` (float32), ``places`` (int64 [k, 3]) and ``depths`` (float32) are arrays to work in, one more than
+    the neighbours."""
+    height, width = positions.shape
+    channels = source.shape[2]
+    count = len(slots)
+    # The background side: left in the left view, right in the right view; a run at the frame's edge on that side
+    # shows what lies beyond the frame: the edge column.
+    if not mirrored:
+        column = 0 if start == 0 else int(math.ceil(positions[y, start - 1] - np.float32(0.5)))
+    else:
+        column = width - 1 if end == width else int(math.floor(positions[y, end] + np.float32(0.5)))
+    column = min(max(column, 0), width - 1)
+    # The background there is the farthest surface that at least half the frames show at it: a subject passing in
+    # front of it for a few frames is not (its colour would come and go in the hole).
+    own = near_at(near, y, column, height, width) if count else np.float32(0.0)
+    reached = 0
+    for k in range(count):
+        row = int(math.floor(y + moves[k, 1] + 0.5))
+        col = int(math.floor(column + moves[k, 0] + 0.5))
+        if 0 <= row < height and 0 <= col < width:
+            places[reached, 0], places[reached, 1], places[reached, 2] = slots[k], row, col
+            depths[reached] = near_at(nears[slots[k]], row, col, height, width)
+            reached += 1
+    depths[reached] = own
+    background = farthest_shown(depths, reached + 1)
+    found = 0  # the neighbours that show the background there (the same for every channel)
+    for k in range(reached):
+        if np.float64(abs(depths[k] - background)) < BACKGROUND_TOLERANCE:
+            places[found, 0], places[found, 1], places[found, 2] = places[k, 0], places[k, 1], places[k, 2]
+            found += 1
+    first = 1 if np.float64(abs(own - background)) < BACKGROUND_TOLERANCE else 0  # the frame itself shows it
+    for c in range(channels):
+        values[0] = source[y, column, c]
+        for k in range(found):
+            values[first + k] = frames[places[k, 0], places[k, 1], places[k, 2], c]
+        out[c] = median(values, found + first)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def farthest_shown(depths, count):
+    """The farthest of ``depths[:count]`` (one place's near value in the frames around, this frame's last) that at
+    least half of them show (within ``BACKGROUND_TOLERANCE``): the background there. A subject passing in front of it
+    for a few frames is not (its colour would come and go in the holes beside it), nor a farther surface one frame
+    shows by the flow's misplacement."""
+    background = depths[count - 1]
+    farthest = background
+    for k in range(count - 1):
+        farthest = min(farthest, depths[k])
+    if farthest >= background:
+        return background  # (most places: nothing farther shows there)
+    for k in range(count - 1):
+        if depths[k] >= background:
+            continue
+        seen = 0
+        for j in range(count):
+            if np.float64(abs(depths[j] - depths[k])) < BACKGROUND_TOLERANCE:
+                seen += 1
+        if seen >= max(1, count // 2):
+            background = depths[k]
+    return background
+
+
+@njit(nogil=True, cache=True, inline="always")
+def median(values, count):
+    """The median of ``values[:count]`` (the lower of the middle two), sorting them in place (a few values)."""
+    for i in range(1, count):
+        key = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > key:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = key
+    return values[(count - 1) // 2]
+
+
+@njit(nogil=True, cache=True, inline="always")
+def smooth_pixel(view, holes, repeated, y, x, radius):
+    """Hole pixel (y, x) (marked 1) of ``view``: the mean (rounded) of the pixels of its column within ``radius``
+    rows that were filled from other frames (2) where there are any (a pixel that found no two frames showing it,
+    amid pixels that did, takes what they found rather than stand out as a speck), else of the ``repeated`` values
+    of the hole pixels (1) there."""
+    height = holes.shape[0]
+    low, high = max(0, y - radius), min(height, y + radius + 1)
+    found = repeats = 0
+    for row in range(low, high):
+        kind = holes[row, x]
+        if kind == 2:
+            found += 1
+        elif kind == 1:
+            repeats += 1
+    wanted, count = (2, found) if found else (1, repeats)
+    for c in range(view.shape[2]):
+        total = np.int64(0)
+        for row in range(low, high):
+            if holes[row, x] == wanted:
+                total += np.int64(view[row, x, c] if wanted == 2 else repeated[row, x, c])
+        view[y, x, c] = rounded_mean(total, count)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def rounded_mean(total, count):
+    """``(total + count // 2) // count`` for a non-negative total and a small count, by a multiplication (an integer
+    division per pixel and channel cost more than the rest of the smoothing): the quotient's fraction is 0 or at
+    least 1 / count, so the 1e-9 that covers the float's rounding never reaches the next integer."""
+    return np.int64(dmul(np.float64(total + count // 2), 1.0 / count) + 1e-9)
+
+
+# The functions a GPU compiles (stereo3d.stereo.cuda, through stereo3d.stereo.scalar.for_cuda).
+SHARED = {f.__name__: f for f in (near_at, flow_at, background_side, run_moves, background_depth, fill_from_neighbours,
+                                  background_repeat, farthest_shown, median, smooth_pixel, rounded_mean)}  # fmt: skip
+
+
+def neighbour_table(steps: np.ndarray) -> np.ndarray:
+    """``[2, len(steps) + 1]``: the neighbour (its index in ``steps``) ``step`` frames before (row 0) or after (row
+    1), -1 where there is none."""
+    table = np.full((2, len(steps) + 1), -1, np.int64)
+    for k, step in enumerate(steps):
+        table[0 if step < 0 else 1, abs(int(step))] = k
+    return table
+
+
+# --- the CPU's bands -------------------------------------------------------------------------------------------
 
 
 @njit(nogil=True, cache=True)
-def _fill_from_neighbours(view, holes, runs, moves, positions, mirrored, near, frames, nears, slots):
-    """Each hole pixel with two candidates from the neighbouring ``frames`` (tried nearest in time first) takes the
-    mean of the first two and is marked 2 in ``holes``. (Asking the two to agree in colour, within 10 grey levels,
-    cost 0.18 dB in the holes against ground truth: the flow's misplacement on a texture is larger.) Each pixel of
-    a run looks where its hidden position goes as the run's background moves
-    (``moves``, from ``_run_moves``)."""
-    height, width = holes.shape
-    channels = view.shape[2]
-    top = np.float32(np.iinfo(view.dtype).max)
+def _gather_runs(view, holes, runs, positions, mirrored, source, scratch, anchor_px, steps, flows, pair_slots,
+                 reaching, near, frames, nears, slots):  # fmt: skip
+    """``HoleFill.gather`` of ``runs``: each run's pixels filled from the neighbours where two show them
+    (``fill_from_neighbours``), and its repeat (``background_repeat``) into ``scratch`` at the others."""
+    width, channels = view.shape[1], view.shape[2]
     count = len(slots)
+    top = np.iinfo(view.dtype).max
+    moves = np.zeros((count, 2))
     candidates = np.empty((2, channels), np.float32)
-    away = 1 if mirrored else -1  # from a hole towards its background side
+    values = np.empty(count + 1, np.float32)
+    places = np.empty((count + 1, 3), np.int64)
+    depths = np.empty(count + 1, np.float32)
+    repeat = np.empty(channels, np.float32)
     for run in range(runs.shape[0]):
         y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
-        side = end if mirrored else start - 1  # the run's background-side neighbour
-        if side < 0 or side >= width:
-            continue  # the frame's edge: what lies beyond it
-        background = _near_at(near, y, positions[y, side] + away * BACKGROUND_PX, height, width)
+        side = background_side(start, end, mirrored, width)
+        if count:  # (zero where the run is at the frame's edge)
+            run_moves(y, start, end, positions, mirrored, steps, flows, pair_slots, anchor_px, reaching, moves)
+        if count and side >= 0:  # (a run at the frame's edge: what lies beyond it)
+            background = background_depth(near, positions, y, side, mirrored)
+            fill_from_neighbours(view, holes, y, start, end, background, moves, positions, near, frames, nears, slots,
+                                 top, candidates)  # fmt: skip
+        background_repeat(y, start, end, positions, source, mirrored, frames, slots, moves, near, nears, values, places,
+                          depths, repeat)  # fmt: skip
         for target in range(start, end):
-            hidden = positions[y, target]
-            occluder = _near_at(near, y, hidden, height, width)
-            if occluder - background < OCCLUDER_MARGIN:
-                continue  # nothing clearly in front: not a disocclusion other frames can show
-            found = 0
-            for index in range(count):
-                cx = hidden + moves[run, index, 0]
-                cy = y + moves[run, index, 1]
-                if cx < 0 or cx > width - 1 or cy < 0 or cy > height - 1:
-                    continue
-                slot = slots[index]
-                there = _near_at(nears[slot], cy, cx, height, width)
-                if abs(there - background) >= BACKGROUND_TOLERANCE or there > occluder - OCCLUDER_MARGIN:
-                    continue
-                # Bilinear sample of the neighbour at (cx, cy).
-                x0, y0 = int(cx), int(cy)
-                x1, y1 = min(x0 + 1, width - 1), min(y0 + 1, height - 1)
-                fx, fy = np.float32(cx - x0), np.float32(cy - y0)
+            if holes[y, target] == 1:  # (2: filled from another frame)
                 for c in range(channels):
-                    a = np.float32(frames[slot, y0, x0, c]) * (1 - fx) + np.float32(frames[slot, y0, x1, c]) * fx
-                    b = np.float32(frames[slot, y1, x0, c]) * (1 - fx) + np.float32(frames[slot, y1, x1, c]) * fx
-                    candidates[found, c] = a * (1 - fy) + b * fy
-                found += 1
-                if found == 2:
-                    for c in range(channels):
-                        value = (candidates[0, c] + candidates[1, c]) * np.float32(0.5)
-                        view[y, target, c] = min(max(np.floor(value + np.float32(0.5)), np.float32(0)), top)
-                    holes[y, target] = 2
-                    break
+                    scratch[y, target, c] = repeat[c]
+
+
+@njit(nogil=True, cache=True)
+def _smooth_runs(view, holes, runs, repeated, radius):
+    """``HoleFill.smooth`` of ``runs``: each of their pixels marked 1 (``smooth_pixel``)."""
+    for run in range(runs.shape[0]):
+        y = runs[run, 0]
+        for x in range(runs[run, 1], runs[run, 2]):
+            if holes[y, x] == 1:
+                smooth_pixel(view, holes, repeated, y, x, radius)
 
 
 @njit(nogil=True, cache=True)
@@ -451,138 +650,3 @@ def _scan_runs(holes, words, runs):
             runs[count, 0], runs[count, 1], runs[count, 2] = y, start, x
             count += 1
     return count
-
-
-@njit(nogil=True, cache=True)
-def _repeat_background(holes, runs, positions, source, mirrored, out, frames, slots, moves, near, nears):
-    """Each hole pixel's repeat of its run's background-side source pixel, into ``out`` (hole pixels only): the
-    median of that pixel over this frame and, where ``frames`` around it are given, each of them where the run's
-    background went (``moves``), among those whose depth there (``near``, ``nears``) is the background's: the
-    farthest that at least half of them show (``_farthest_shown``). A background pixel is steadier over time than
-    in one frame: grain, or a subject passing, change it for a frame or two, not the median."""
-    height, width = holes.shape
-    channels = source.shape[2]
-    count = len(slots)
-    values = np.empty(count + 1, np.float32)
-    places = np.empty((count, 3), np.int64)  # (slot, row, column) of each neighbour's background pixel
-    depths = np.empty(count + 1, np.float32)
-    for run in range(runs.shape[0]):
-        y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
-        # The background side: left in the left view, right in the right view; a run at the frame's edge on that
-        # side shows what lies beyond the frame: the edge column.
-        if not mirrored:
-            column = 0 if start == 0 else int(np.ceil(positions[y, start - 1] - np.float32(0.5)))
-        else:
-            column = width - 1 if end == width else int(np.floor(positions[y, end] + np.float32(0.5)))
-        column = min(max(column, 0), width - 1)
-        # The background there is the farthest surface that at least half the frames show at it: a subject
-        # passing in front of it for a few frames is not (its colour would come and go in the hole).
-        own = _near_at(near, y, column, height, width) if count else np.float32(0.0)
-        reached = 0
-        for k in range(count):
-            row = int(np.floor(y + moves[run, k, 1] + 0.5))
-            col = int(np.floor(column + moves[run, k, 0] + 0.5))
-            if 0 <= row < height and 0 <= col < width:
-                there = _near_at(nears[slots[k]], row, col, height, width)
-                places[reached, 0], places[reached, 1], places[reached, 2] = slots[k], row, col
-                depths[reached] = there
-                reached += 1
-        depths[reached] = own
-        background = _farthest_shown(depths, reached + 1)
-        found = 0  # the neighbours that show the background there (the same for every channel)
-        for k in range(reached):
-            if abs(depths[k] - background) < BACKGROUND_TOLERANCE:
-                places[found] = places[k]
-                found += 1
-        first = 1 if abs(own - background) < BACKGROUND_TOLERANCE else 0  # the frame itself shows it
-        for c in range(channels):
-            values[0] = source[y, column, c]
-            for k in range(found):
-                values[first + k] = frames[places[k, 0], places[k, 1], places[k, 2], c]
-            value = _median(values, found + first)
-            for target in range(start, end):
-                if holes[y, target] == 1:  # (2: filled from another frame)
-                    out[y, target, c] = value
-
-
-@njit(nogil=True, cache=True)
-def _farthest_shown(depths, count):
-    """The farthest of ``depths[:count]`` (one place's near value in the frames around, this frame's last) that at
-    least half of them show (within ``BACKGROUND_TOLERANCE``): the background there. A subject passing in front of it
-    for a few frames is not (its colour would come and go in the holes beside it), nor a farther surface one frame
-    shows by the flow's misplacement."""
-    background = depths[count - 1]
-    farthest = background
-    for k in range(count - 1):
-        farthest = min(farthest, depths[k])
-    if farthest >= background:
-        return background  # (most places: nothing farther shows there)
-    for k in range(count - 1):
-        if depths[k] >= background:
-            continue
-        seen = 0
-        for j in range(count):
-            if abs(depths[j] - depths[k]) < BACKGROUND_TOLERANCE:
-                seen += 1
-        if seen >= max(1, count // 2):
-            background = depths[k]
-    return background
-
-
-@njit(nogil=True, cache=True)
-def _median(values, count):
-    """The median of ``values[:count]`` (the lower of the middle two), sorting them in place (a few values)."""
-    for i in range(1, count):
-        key = values[i]
-        j = i - 1
-        while j >= 0 and values[j] > key:
-            values[j + 1] = values[j]
-            j -= 1
-        values[j + 1] = key
-    return values[(count - 1) // 2]
-
-
-@njit(nogil=True, cache=True)
-def _smooth_columns(view, holes, runs, repeated, radius):
-    """Each hole pixel (1) of ``view`` becomes the mean (rounded) of the pixels of its column within ``radius`` rows
-    that were filled from other frames (2) where there are any (a pixel that found no two frames showing it, amid
-    pixels that did, takes what they found rather than stand out as a speck), else of the ``repeated`` values of
-    the hole pixels (1) there. A run's rows are read along the run (the frame's memory order)."""
-    height, width = holes.shape
-    channels = view.shape[2]
-    # Per column of a run: the count and sum of the pixels filled from other frames (2), and of the repeats (1).
-    found = np.zeros(width, np.int64)
-    repeats = np.zeros(width, np.int64)
-    found_total = np.zeros((width, channels), np.int64)
-    repeat_total = np.zeros((width, channels), np.int64)
-    for run in range(runs.shape[0]):
-        y, start, end = runs[run, 0], runs[run, 1], runs[run, 2]
-        for x in range(start, end):
-            found[x] = repeats[x] = 0
-            for c in range(channels):
-                found_total[x, c] = repeat_total[x, c] = 0
-        for row in range(max(0, y - radius), min(height, y + radius + 1)):
-            for x in range(start, end):
-                kind = holes[row, x]
-                if kind == 2:
-                    found[x] += 1
-                    for c in range(channels):
-                        found_total[x, c] += view[row, x, c]
-                elif kind == 1:
-                    repeats[x] += 1
-                    for c in range(channels):
-                        repeat_total[x, c] += repeated[row, x, c]
-        for x in range(start, end):
-            if holes[y, x] != 1:
-                continue
-            count, totals = (found[x], found_total) if found[x] else (repeats[x], repeat_total)
-            for c in range(channels):
-                view[y, x, c] = _rounded_mean(totals[x, c], count)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _rounded_mean(total, count):
-    """``(total + count // 2) // count`` for a non-negative total and a small count, by a multiplication (an integer
-    division per pixel and channel cost more than the rest of the smoothing): the quotient's fraction is 0 or at
-    least 1 / count, so the 1e-9 that covers the float's rounding never reaches the next integer."""
-    return np.int64((total + count // 2) * (1.0 / count) + 1e-9)

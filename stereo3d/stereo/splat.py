@@ -6,9 +6,9 @@ pixel there. The CPU renderer compiles ``row_columns`` with ``numba.njit`` (``so
 of rows at a time, without the GIL, on the render threads, then resamples with OpenCV's SIMD ``remap``. The GPU
 renderer (``stereo3d.stereo.cuda``) compiles them as CUDA device functions: a block of threads per row for the
 splat (each walks a piece of the row from the state ``row_reach`` gives the pieces before it) and one thread per
-pixel for the resampling. ``warp_rows`` is that GPU computation compiled for the CPU, which
-the GPU renderer checks itself against. So CI, which has no GPU, tests the GPU's code on the CPU: compiled here,
-and interpreted by numba's CUDA simulator (tests/test_render_cuda.py).
+pixel for the resampling. ``warp_rows`` is that GPU computation compiled for the CPU, which the tests hold against
+OpenCV's resampling at sizes the simulator would take minutes over. So CI, which has no GPU, tests the GPU's code
+on the CPU: compiled here, and interpreted by numba's CUDA simulator (tests/test_render_cuda.py).
 
 Positions are integers in 1/32 px, and resampling is exact integer arithmetic for what OpenCV's bilinear
 ``remap`` (replicated borders) computes at positions on that grid: ``p0 + (p1 - p0) * k / 32``, rounded half to

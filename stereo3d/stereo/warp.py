@@ -13,10 +13,11 @@ exactly when its target is not beyond every target to its left (a running maximu
 are disocclusions: they repeat the last claimed pixel to their left, which is the background side for this
 direction, never the foreground. The right view is the same computation mirrored.
 
-The near map becomes an int16 fixed-point shift (1/2**bits px) here, that parallax rounded to the grid, resized
-and dilated at frame size by OpenCV; the splat and the resampling of each row are ``stereo3d.stereo.splat``,
-compiled code that a ``Renderer`` runs on the CPU's render threads or on an NVIDIA GPU (``stereo3d.stereo.cuda``),
-with the same pixels.
+The near map becomes an int16 fixed-point shift (1/2**bits px) here, that parallax rounded to the grid, then
+enlarged (its depth edges put on the picture's: ``stereo3d.stereo.upsample``), dilated and tapered at frame size
+(``ShiftRecipe``); the splat and the resampling of each row are ``stereo3d.stereo.splat``, and the hole fill
+``stereo3d.stereo.fill``. A ``Renderer`` runs all of it on the CPU's render threads, or on an NVIDIA GPU
+(``stereo3d.stereo.cuda``, compiled from the same scalar code), with the same pixels.
 """
 
 from __future__ import annotations
@@ -169,8 +170,16 @@ class Parallax:
     def fixed_shift(self, near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int, share: float,
                     frame: np.ndarray | None = None, run: Callable | None = None,
                     parts: int = 1) -> FixedShift:  # fmt: skip
-        """``share`` times ``px`` of the near map brought to frame size ``shape`` = (H, W) (bilinear) with its
-        foreground grown by ``edge_dilate_px`` along rows, rounded to the fixed-point grid of that width.
+        """``share`` times ``px`` of the near map brought to frame size ``shape`` = (H, W) (bilinear, with its
+        depth edges put on ``frame``'s where one is given) with its foreground grown by ``edge_dilate_px`` along
+        rows, rounded to the fixed-point grid of that width, computed on the CPU (``shift_recipe``, in ``parts``
+        side by side by ``run``)."""
+        return self.shift_recipe(near, shape, edge_dilate_px, share, frame is not None).on_cpu(frame, run, parts)
+
+    def shift_recipe(self, near: np.ndarray, shape: tuple[int, int], edge_dilate_px: int, share: float,
+                     edges: bool = False) -> ShiftRecipe:  # fmt: skip
+        """How ``fixed_shift`` is made, for either device: the near map scaled into fixed-point units at its own
+        size here, the rest at frame size by the device (``ShiftRecipe``).
 
         Dilation comes after resizing: upscaling blurs a depth edge into a ramp, and growing the near side past
         that ramp is what makes the foreground's edge pixels (often a blend of both sides) travel with the
@@ -184,30 +193,66 @@ class Parallax:
         taper is not uniform across columns, so it, and the IPD offset after it, come after the resize and the
         dilation, in a rounding of their own; without a taper the IPD offset is a constant, folded into the
         first rounding."""
-        height, width = shape
-        bits = _fraction_bits(width)
+        bits = _fraction_bits(shape[1])
         unit = share * (1 << bits)  # fixed-point units per pixel of parallax
         gain = self.divergence_px * unit
         ipd = self.ipd_px * unit
         near = np.asarray(near, dtype=np.float32)
         offset = -self.zero_plane * gain - (0.0 if self.ramp is not None else ipd)
-        values = cv2.addWeighted(near, gain, near, 0.0, offset, dtype=cv2.CV_16S)  # rounds, saturates
-        if values.shape != shape:
-            small = values
-            values = cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
-            if frame is not None:  # depth edges onto the picture's (stereo3d.stereo.upsample), in ``parts`` by ``run``
-                _upsample().pick_edges(values, small, frame, abs(int(round(_upsample().EDGE_PX * unit))), run, parts)
-        if edge_dilate_px > 0:
+        small = cv2.addWeighted(near, gain, near, 0.0, offset, dtype=cv2.CV_16S)  # rounds, saturates
+        # Growing the near side of the near map grows the larger side of the shift, or its smaller side when a
+        # negative divergence reverses the order.
+        return ShiftRecipe(small, tuple(shape), bits, edge_threshold(unit) if edges else None, edge_dilate_px,
+                           gain >= 0, self.ramp, np.float32(-ipd))  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class ShiftRecipe:
+    """A view's fixed-point shift map (``FixedShift``) before it is made at frame size ``shape`` = (H, W): ``small``,
+    the near map in int16 units of 1/2**``bits`` px at its own size, enlarged bilinearly (``upsample.enlarge``, with
+    its depth edges put on the frame's where ``threshold`` is given); grown along rows by ``dilate_px`` (its larger
+    side where ``grow``, else its smaller); then, where ``ramp`` is given, multiplied by it per column and
+    ``offset`` added (float32, rounded to the grid). The CPU makes it here (``on_cpu``), a GPU in its kernels
+    (``stereo3d.stereo.cuda``), with the same values."""
+
+    small: np.ndarray
+    shape: tuple[int, int]
+    bits: int
+    threshold: int | None
+    dilate_px: int
+    grow: bool
+    ramp: np.ndarray | None
+    offset: np.float32
+
+    @classmethod
+    def of(cls, shift: FixedShift) -> ShiftRecipe:
+        """The recipe of a shift map made already: used as it is."""
+        return cls(shift.values, shift.values.shape, shift.bits, None, 0, True, None, np.float32(0.0))
+
+    def on_cpu(self, frame: np.ndarray | None = None, run: Callable | None = None, parts: int = 1) -> FixedShift:
+        """The shift map, made on the CPU (``frame``: the picture whose edges the depth edges go onto, where the
+        recipe has a ``threshold``; the enlargement in ``parts`` side by side by ``run``)."""
+        values = self.small
+        if values.shape != self.shape:
+            values = np.empty(self.shape, np.int16)
+            guide = frame if self.threshold is not None else None
+            _upsample().enlarge(self.small, values, guide, self.threshold or 0, run, parts)
+        if self.dilate_px > 0:
             # Along rows only: parallax is horizontal, so growing the foreground up and down would only move the
             # pixels above and below it sideways with it (bench Q1: +0.26 dB where both eyes see, holes no worse).
-            element = np.ones((1, 2 * edge_dilate_px + 1), np.uint8)
-            # Growing the near side of the near map grows the larger side of the shift, or its smaller side when
-            # a negative divergence reverses the order.
-            values = (cv2.dilate if gain >= 0 else cv2.erode)(values, element)
+            element = np.ones((1, 2 * self.dilate_px + 1), np.uint8)
+            values = (cv2.dilate if self.grow else cv2.erode)(values, element)
         if self.ramp is not None:
             tapered = np.multiply(values, self.ramp, dtype=np.float32)
-            values = cv2.addWeighted(tapered, 1.0, tapered, 0.0, -ipd, dtype=cv2.CV_16S)
-        return FixedShift(values, bits)
+            # OpenCV adds in float32 and rounds half to even, saturating: the GPU's upsample.to_int16 of the same sum.
+            values = cv2.addWeighted(tapered, 1.0, tapered, 0.0, float(self.offset), dtype=cv2.CV_16S)
+        return FixedShift(values, self.bits)
+
+
+def edge_threshold(unit: float) -> int:
+    """The spread of a cell's four samples, in fixed-point units (``unit`` a pixel of parallax), above which the
+    depth edges are put on the picture's (``stereo3d.stereo.upsample.EDGE_PX``)."""
+    return abs(int(round(_upsample().EDGE_PX * unit)))
 
 
 def parallax_px(near: np.ndarray, width: int, settings: StereoSettings) -> np.ndarray:
@@ -222,14 +267,12 @@ def fixed_shift_of_near(near: np.ndarray, shape: tuple[int, int], settings: Ster
     return Parallax.of(settings, shape[1]).fixed_shift(near, shape, settings.edge_dilate_px, share)
 
 
-def view_shift(frame: np.ndarray, near: np.ndarray, settings: StereoSettings, share: float,
-               run: Callable | None = None, parts: int = 1) -> FixedShift:  # fmt: skip
-    """The left view's shift for ``frame`` ([H, W, ...]) from its ``near`` map (any size): ``fixed_shift_of_near``,
-    with the map's depth edges put on the frame's edges where ``settings.depth_upsample`` says so (in ``parts``
-    run side by side by ``run``, a renderer's threads)."""
-    guide = frame if settings.depth_upsample == "edges" else None
-    return Parallax.of(settings, frame.shape[1]).fixed_shift(near, frame.shape[:2], settings.edge_dilate_px, share,
-                                                             guide, run, parts)  # fmt: skip
+def view_shift(frame: np.ndarray, near: np.ndarray, settings: StereoSettings, share: float) -> ShiftRecipe:
+    """How the left view's shift for ``frame`` ([H, W, ...]) is made from its ``near`` map (any size):
+    ``fixed_shift_of_near``'s, with the map's depth edges put on the frame's edges where ``settings.depth_upsample``
+    says so."""
+    return Parallax.of(settings, frame.shape[1]).shift_recipe(near, frame.shape[:2], settings.edge_dilate_px, share,
+                                                              settings.depth_upsample == "edges")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -245,7 +288,8 @@ class FixedShift:
 
 class Renderer:
     """Renders views on one device: ``cpu`` (``threads`` render threads, None: every CPU this process may use),
-    ``cuda`` (GPU ``device_id``, through numba-cuda) or ``auto`` (the GPU where numba finds one, else the CPU). A
+    ``cuda`` (GPU ``device_id``, through numba-cuda: every step on the GPU, the frames' optical flow excepted) or
+    ``auto`` (the GPU where numba finds one, else the CPU). A
     GPU asked for and not found, or whose kernels fail their check (``cuda.open_renderer``), falls back to the CPU
     with a warning, as ONNX Runtime's providers do; ``device`` says which one renders. The pixels are the same on
     both. A render job holds one for its video: it keeps the GPU's buffers, the thread pool and each thread's
@@ -313,14 +357,14 @@ class Renderer:
         share = 0.5 if settings.original_eye == "none" else 1.0
         if settings.fill != "temporal":
             neighbours = None
-        shift = view_shift(frame, near, settings, share, *self._side_by_side(frame.shape[:2]))
+        shift = view_shift(frame, near, settings, share)
         if settings.original_eye == "none":
-            left, right = self._render_eyes(frame, shift, (False, True), out, neighbours)
+            left, right = self.render_views(frame, shift, (False, True), out, neighbours)
             return left, right
         rendered, kept = (1, 0) if settings.original_eye == "left" else (0, 1)
         views = [frame, frame]
         target = None if out is None else (out[rendered],)
-        views[rendered] = self._render_eyes(frame, shift, (rendered == 1,), target, neighbours)[0]
+        views[rendered] = self.render_views(frame, shift, (rendered == 1,), target, neighbours)[0]
         if out is not None:
             np.copyto(out[kept], frame)
             views[kept] = out[kept]
@@ -330,31 +374,31 @@ class Renderer:
         """Forward-warp ``image`` along rows by ``shift`` pixels (larger shift = nearer; positive moves right, as
         in the left view): nearer pixels win, holes are filled from the left (the background side for this
         direction). The shift is taken to the map's resolution, 1/2**bits pixel (1/32 up to 2046 columns)."""
-        return self._render_eyes(image, _fixed_shift(np.asarray(shift, dtype=np.float32)), (False,))[0]
+        shift = _fixed_shift(np.asarray(shift, dtype=np.float32))
+        return self.render_views(image, ShiftRecipe.of(shift), (False,))[0]
 
-    def _render_eyes(self, image: np.ndarray, shift: FixedShift, mirrored: tuple[bool, ...],
+    def render_views(self, image: np.ndarray, recipe: ShiftRecipe, mirrored: tuple[bool, ...],
                      out: tuple[np.ndarray, ...] | None = None,
                      neighbours: Neighbours | None = None) -> list[np.ndarray]:  # fmt: skip
         """One view per entry of ``mirrored`` (False: the left-view direction; True: the right view's, with nearer
-        content moving left and holes filled from the right), of an image ``[H, W]`` or ``[H, W, C]``, on this
-        renderer's device, into ``out`` (new arrays if None); then each view's disocclusions filled on the CPU
-        (``stereo3d.stereo.fill``), in the render threads."""
+        content moving left and holes filled from the right), of an image ``[H, W]`` or ``[H, W, C]``, shifted as
+        ``recipe`` says, on this renderer's device, into ``out`` (new arrays if None), with each view's
+        disocclusions filled (``stereo3d.stereo.fill``): on the GPU, every step there (``stereo3d.stereo.cuda``);
+        on the CPU, in the render threads."""
         image = np.asarray(image)
-        views = [np.empty_like(image) for _ in mirrored] if out is None else list(out)
-        if shift.values.shape[1] < 2:  # one column: nothing can move
+        if recipe.shape[1] < 2:  # one column: nothing can move
+            views = [np.empty_like(image) for _ in mirrored] if out is None else list(out)
             for view in views:
                 np.copyto(view, image)
             return views
-        maps = [self._view_maps(index, shift.values.shape) for index in range(len(mirrored))]
+        if neighbours is not None and not neighbours.count:
+            neighbours = None
         if self._gpu is not None:
-            rendered = self._gpu.render(np.ascontiguousarray(image.reshape(*image.shape[:2], -1)), shift.values,
-                                        shift.bits, mirrored)  # fmt: skip
-            for view, (result, holes, columns), (positions, holes_out) in zip(views, rendered, maps):
-                np.copyto(view, result.reshape(image.shape))
-                np.copyto(holes_out, holes)
-                np.multiply(columns, np.float32(1.0 / _splat().POSITION_ONE), out=positions, dtype=np.float32)
-        else:
-            self._render_on_cpu(image, shift, mirrored, views, maps)
+            return self._gpu.render_views(image, recipe, mirrored, out, neighbours)
+        views = [np.empty_like(image) for _ in mirrored] if out is None else list(out)
+        shift = recipe.on_cpu(image, *self._side_by_side(image.shape[:2]))
+        maps = [self._view_maps(index, shift.values.shape) for index in range(len(mirrored))]
+        self._render_on_cpu(image, shift, mirrored, views, maps)
         fills = [_fill().HoleFill(view, holes, positions, image, direction, self._scratch(index, image), neighbours)
                  for index, (view, direction, (positions, holes)) in enumerate(zip(views, mirrored, maps))]  # fmt: skip
         # In slices of rows on every render thread, as the warp's, in the fill's two passes.
