@@ -77,6 +77,8 @@ FIGURES = (
            smoke={"size": common.DA3_SIZE, "frames": 2, "batch": 2, "repeats": 1, "aspects": ("16:9", "1:1")}),
     Figure("P16", "depth stage fps, providers auto + precision fast / plain CPU provider", "accel", "run",
            da3=_TIER, nvds=_SPLIT, smoke={"frames": 4, "repeats": 1, "batch": 2}),
+    Figure("P17", "NVDS stage fps / the network's, a stand-in of the H200's speed", "nvds_stage", "figure",
+           smoke={"frames": 8, "width": 320, "height": 180, "repeats": 1}),
     Figure("Q1", "visible PSNR, renderer - nearest-pixel warp (dB, ground truth)", "viewing", "figures",
            smoke={"size": (192, 108), "frames": 6}),
     Figure("Q2", "hole PSNR, renderer's fill - Telea on the same holes (dB)", "viewing", "figures",

@@ -21,6 +21,7 @@ from stereo3d.stereo.near import near_from_depth, sky_to_far
 log = logging.getLogger(__name__)
 
 HISTORY = WINDOW_FRAMES - 1  # frames before the target in the window
+READ_AHEAD = 4  # frames prepared ahead of the network (a few: decoding's pace varies, a key frame costs more)
 
 
 def models(settings: NearSettings) -> list[str]:
@@ -47,12 +48,15 @@ def run(job: NearJob) -> None:
         if history:
             # Causal: the window sees the raw inputs of the frames before the segment, never their output.
             stabiliser.prime((next(frames), near_from_depth(raw, low, high)) for raw in job.earlier(history))
-        # The next frames' inputs (decoded, their depth read and mapped) are made while the network runs.
-        inputs = ((raw, rgb, near_from_depth(raw, low, high)) for raw, rgb in zip(job.depths, frames, strict=True))
-        with closing(read_ahead(inputs)) as ready:
-            for raw, rgb, near in ready:
+        # The next frames' inputs (decoded, their depth read and mapped, prepared for the network) are made while
+        # the network runs: on a GPU the network is fast enough that this host work, done in turn, cost a third of
+        # the stage's speed (bench/nvds_stage.py).
+        inputs = ((raw, stabiliser.prepare(rgb, near_from_depth(raw, low, high)))
+                  for raw, rgb in zip(job.depths, frames, strict=True))  # fmt: skip
+        with closing(read_ahead(inputs, READ_AHEAD)) as ready:
+            for raw, prepared in ready:
                 # The network sees sky at the far plane in its input; its output is put back there exactly.
-                job.write(sky_to_far(stabiliser.step(rgb, near), raw))
+                job.write(sky_to_far(stabiliser.run(prepared), raw))
 
 
 def fit_inside(shown: tuple[int, int], tier: tuple[int, int]) -> tuple[int, int]:

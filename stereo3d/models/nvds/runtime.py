@@ -91,6 +91,24 @@ class Letterbox:
         return tier_map[self.top : self.top + self.height, self.left : self.left + self.width]
 
 
+@dataclass(frozen=True, eq=False)
+class PreparedFrame:
+    """A frame as the network takes it (``rgbd``), where its content sits there (``box``), and the size of the
+    near map its output is brought back to (``shape``)."""
+
+    rgbd: np.ndarray
+    box: Letterbox
+    shape: tuple[int, int]
+
+    def fit(self, content: np.ndarray) -> np.ndarray:
+        """The network's output over the content's box, at the near map's size (float32)."""
+        h, w = self.shape
+        if content.shape != (h, w):
+            shrink = w < content.shape[1]
+            content = cv2.resize(content, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+        return np.ascontiguousarray(content, dtype=np.float32)
+
+
 def prepare_frame(rgb: np.ndarray, near: np.ndarray, width: int, height: int) -> tuple[np.ndarray, Letterbox]:
     """RGBD ``[4, height, width]`` float32 for the network, and where the content sits in it.
 
@@ -154,12 +172,21 @@ class NvdsStabiliser:
     def prime(self, frames: Iterable[tuple[np.ndarray, np.ndarray]]) -> None:
         """Feed earlier frames' raw ``(rgb, near)`` inputs (oldest first) without producing output."""
         for rgb, near in frames:
-            rgbd, _ = prepare_frame(rgb, near, self.width, self.height)
-            self._push(rgbd)
+            self._push(self.prepare(rgb, near).rgbd)
 
     def step(self, rgb: np.ndarray, near: np.ndarray) -> np.ndarray:
         """Stabilised near map ``[h, w]`` (float32, the size of ``near``) for this frame."""
+        return self.run(self.prepare(rgb, near))
+
+    def prepare(self, rgb: np.ndarray, near: np.ndarray) -> PreparedFrame:
+        """A frame's input for the network (``prepare_frame``): host work only, which touches nothing of the
+        stabiliser's state, so that a thread may prepare the next frames while the network runs on this one."""
         rgbd, box = prepare_frame(rgb, near, self.width, self.height)
+        return PreparedFrame(rgbd, box, near.shape)
+
+    def run(self, frame: PreparedFrame) -> np.ndarray:
+        """The stabilised near map of the next frame of the sequence, from its ``prepare``d input."""
+        rgbd, box = frame.rgbd, frame.box
         entry = self._push(rgbd)
         window = list(self._cache) if self._seen >= WINDOW_FRAMES else [entry] * WINDOW_FRAMES
         if self.mode == "split":
@@ -172,12 +199,7 @@ class NvdsStabiliser:
             out = binding.copy_outputs_to_cpu()[0]
         else:
             out = self._sessions["monolith"].run(None, {self._window_input: np.stack(window)[None]})[0]
-        content = box.crop(out[0, 0])
-        h, w = near.shape
-        if content.shape != (h, w):
-            shrink = w < content.shape[1]
-            content = cv2.resize(content, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
-        return np.ascontiguousarray(content, dtype=np.float32)
+        return frame.fit(box.crop(out[0, 0]))
 
     def _push(self, rgbd: np.ndarray):
         if self.mode == "split":  # the frame's features, kept on the session's device as OrtValues
