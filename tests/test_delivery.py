@@ -309,6 +309,32 @@ def test_a_hardware_encoder_whose_test_encode_fails_gives_way_to_software_with_f
     assert reason in own.stderr.decode("utf-8", "replace")  # ffmpeg's own words
 
 
+@pytest.mark.parametrize(
+    ("bit_depth", "nvenc", "software"), [(8, "h264_nvenc", "libx264"), (10, "hevc_nvenc", "libx265")]
+)
+def test_auto_encodes_on_the_gpus_nvenc_where_it_works_else_on_the_cpu_without_a_warning(
+    caplog, bit_depth, nvenc, software
+):
+    from stereo3d.io.codecs import get_codec
+
+    pix_fmt = "yuv420p10le" if bit_depth > 8 else "yuv420p"
+    # The oracle: NVENC's one-frame encode, run here (it works only on a GPU that has NVENC).
+    own = run_ffmpeg(["-f", "lavfi", "-i", "color=c=gray:s=256x256:r=1", "-frames:v", "1", "-pix_fmt",
+                      get_codec(nvenc).pix_fmts[pix_fmt], "-c:v", nvenc, "-f", "null", "-"],
+                     None, "test encode (test)", check=False)  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="stereo3d.io.encode"):
+        chosen = choose_encoder({"bit_depth": bit_depth}, EncodeSettings(codec="auto"))
+    assert chosen == (nvenc if own.returncode == 0 else software, pix_fmt)
+    lines = [(record.levelname, record.getMessage()) for record in caplog.records]
+    assert len(lines) == 1 and lines[0][0] == "INFO" and lines[0][1].startswith(f"encode.codec auto: {chosen[0]} ")
+    # The frame-packing SEI is x264's: auto keeps it, without a test encode; and auto is checked as libx264 is.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="stereo3d.io.encode"):
+        assert choose_encoder({"bit_depth": 8}, EncodeSettings(codec="auto", stereo_signal="sei"))[0] == "libx264"
+    assert caplog.records == []
+    assert choose_encoder({"bit_depth": 8}, EncodeSettings(codec="auto", pix_fmt="yuv444p"))[1] == "yuv444p"
+
+
 def test_a_software_encoder_is_taken_without_a_test_encode(caplog):
     with caplog.at_level(logging.DEBUG):
         assert resolve_codec("libx264", "yuv420p") == "libx264"

@@ -32,7 +32,7 @@ from stereo3d.io.atomic import atomic_output
 from stereo3d.io.codecs import get_codec
 from stereo3d.io.concat import concat_video
 from stereo3d.io.decode import FrameReader
-from stereo3d.io.encode import VideoEncoder, VideoStream, resolve_codec
+from stereo3d.io.encode import VideoEncoder, VideoStream, automatic_codec, resolve_codec
 from stereo3d.io.mapstore import MapReader
 from stereo3d.io.probe import bit_depth, square_pixels
 from stereo3d.io.resume import job_identity
@@ -53,6 +53,8 @@ MAX_SIDE = 16384
 # What becomes of baked-in bars (render.bars): kept in both eyes as in the source | cut away | none taken as bars
 # (the whole frame is picture: the depth key then names no picture area, so the render never gets one).
 BARS = ("keep", "crop", "ignore")
+# encode.codec auto: the GPU's encoder where it has one (NVENC), else this one.
+AUTO_CODEC, AUTO_SOFTWARE = "auto", "libx264"
 
 
 @dataclass(frozen=True)
@@ -541,7 +543,10 @@ def choose_encoder(info: dict, encode: EncodeSettings) -> tuple[str, str]:
     pix_fmt = encode.pix_fmt
     if pix_fmt == "auto":
         pix_fmt = "yuv420p10le" if source_depth > 8 else "yuv420p"
-    codec = get_codec(encode.codec)
+    # auto is libx264 to every check here (NVENC's H.264 and HEVC take what x264 and x265 take), and the GPU's
+    # encoder of the chosen family once the checks pass, where it works; the frame-packing SEI is x264's alone.
+    automatic = encode.codec == AUTO_CODEC
+    codec = get_codec(AUTO_SOFTWARE if automatic else encode.codec)
     if bit_depth(pix_fmt) > 8 and codec.family == "h264" and encode.deep_codec != "same":
         log.info("%d-bit output: %s instead of %s (10-bit H.264 plays on few devices)", source_depth,
                  encode.deep_codec, codec.name)  # fmt: skip
@@ -551,4 +556,6 @@ def choose_encoder(info: dict, encode: EncodeSettings) -> tuple[str, str]:
         # config must not work on one machine and fail on another.
         raise BadConfig(None, f"encode.pix_fmt: {codec.name} cannot encode {pix_fmt} "
                               f"(it takes {', '.join(codec.pix_fmts)})")  # fmt: skip
+    if automatic and codec.hardware is None and encode.stereo_signal != "sei":
+        return automatic_codec(codec.name, pix_fmt), pix_fmt
     return resolve_codec(codec.name, pix_fmt), pix_fmt
