@@ -15,6 +15,7 @@ def main():
         source_of(snakemake),
         snakemake.output[0],
         probe,
+        keep_subtitles=snakemake.params.keep_subtitles,
     )
     v = probe["video"]
     logging.getLogger("stereo3d").info(

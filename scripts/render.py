@@ -16,6 +16,7 @@ def main():
             settings=RenderSettings.from_params(snakemake.params.render),
             window_near=list(snakemake.input.window_near),
             convergence_plan=next(iter(snakemake.input.convergence_plan), None),
+            subtitle_plan=next(iter(snakemake.input.subtitle_plan), None),
             **job,
         )
 

@@ -231,3 +231,40 @@ def stray_files(workdir: Path) -> list[Path]:
 def error_lines(stderr: str, needle: str) -> list[str]:
     """Lines of Snakemake's output that carry one of our one-line errors about ``needle``."""
     return [line for line in stderr.splitlines() if needle in line and ("bad " in line or "error" in line.lower())]
+
+
+def pgs_subtitles(path: Path, cues: list[tuple[float, float]], size: tuple[int, int] = (64, 48),
+                  box: tuple[int, int, int, int] = (8, 8, 16, 8)) -> Path:  # fmt: skip
+    """A Blu-ray PGS subtitle file (``.sup``) authored at ``size`` with one opaque white ``box`` (x, y, width below
+    64, height) per cue ``(start_s, end_s)``.
+
+    Bitmap subtitles cannot be made from text by ffmpeg, so the few segments of the format are written here:
+    each display set is a presentation composition (PCS), a window (WDS), a palette (PDS), the object (ODS,
+    run-length coded), and an end segment; a second set without objects clears the screen.
+    """
+    import struct
+
+    width, height = size
+
+    def segment(kind: int, pts_s: float, data: bytes) -> bytes:
+        ticks = round(pts_s * 90000)
+        return b"PG" + struct.pack(">IIBH", ticks, ticks, kind, len(data)) + data
+
+    def display_set(pts_s: float, number: int, show: bool) -> bytes:
+        x, y, box_w, box_h = box
+        objects = struct.pack(">HBBHH", 0, 0, 0, x, y) if show else b""
+        pcs = struct.pack(">HHBHBBBB", width, height, 0x10, number, 0x80, 0, 0, 1 if show else 0) + objects
+        wds = struct.pack(">BBHHHH", 1, 0, x, y, box_w, box_h)
+        out = segment(0x16, pts_s, pcs) + segment(0x17, pts_s, wds)
+        if show:
+            pds = struct.pack(">BB", 0, 0) + bytes([1, 235, 128, 128, 255])  # entry 1: opaque white
+            row = bytes([0, 0x80 | box_w, 1, 0, 0])  # box_w pixels of colour 1, then end of line
+            rle = row * box_h
+            ods = struct.pack(">HBB", 0, 0, 0xC0) + (len(rle) + 4).to_bytes(3, "big") + struct.pack(">HH", box_w, box_h)
+            out += segment(0x14, pts_s, pds) + segment(0x15, pts_s, ods + rle)
+        return out + segment(0x80, pts_s, b"")
+
+    data = b"".join(display_set(start, 2 * n, True) + display_set(end, 2 * n + 1, False)
+                    for n, (start, end) in enumerate(cues))  # fmt: skip
+    path.write_bytes(data)
+    return path

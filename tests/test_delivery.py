@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from harness import pgs_subtitles
 from test_probe import HDR10, HDR10_PARAMS
 
 from stereo3d.defaults import default
@@ -532,41 +533,6 @@ def test_ten_bit_hdr_tags_survive_a_multi_segment_join(make_clip, tmp_path):
 
 
 # --- every stream of the source ---------------------------------------------------------------------------------
-def pgs_subtitles(path: Path, cues: list[tuple[float, float]], size: tuple[int, int] = (64, 48)) -> Path:
-    """A Blu-ray PGS subtitle file (``.sup``) with one small opaque box per cue ``(start_s, end_s)``.
-
-    Bitmap subtitles cannot be made from text by ffmpeg, so the few segments of the format are written here:
-    each display set is a presentation composition (PCS), a window (WDS), a palette (PDS), the object (ODS,
-    run-length coded), and an end segment; a second set without objects clears the screen.
-    """
-    import struct
-
-    width, height = size
-
-    def segment(kind: int, pts_s: float, data: bytes) -> bytes:
-        ticks = round(pts_s * 90000)
-        return b"PG" + struct.pack(">IIBH", ticks, ticks, kind, len(data)) + data
-
-    def display_set(pts_s: float, number: int, show: bool) -> bytes:
-        box_w, box_h = 16, 8
-        objects = struct.pack(">HBBHH", 0, 0, 0, 8, 8) if show else b""
-        pcs = struct.pack(">HHBHBBBB", width, height, 0x10, number, 0x80, 0, 0, 1 if show else 0) + objects
-        wds = struct.pack(">BBHHHH", 1, 0, 8, 8, box_w, box_h)
-        out = segment(0x16, pts_s, pcs) + segment(0x17, pts_s, wds)
-        if show:
-            pds = struct.pack(">BB", 0, 0) + bytes([1, 235, 128, 128, 255])  # entry 1: opaque white
-            row = bytes([0, 0x80 | box_w, 1, 0, 0])  # box_w pixels of colour 1, then end of line
-            rle = row * box_h
-            ods = struct.pack(">HBB", 0, 0, 0xC0) + (len(rle) + 4).to_bytes(3, "big") + struct.pack(">HH", box_w, box_h)
-            out += segment(0x14, pts_s, pds) + segment(0x15, pts_s, ods + rle)
-        return out + segment(0x80, pts_s, b"")
-
-    data = b"".join(display_set(start, 2 * n, True) + display_set(end, 2 * n + 1, False)
-                    for n, (start, end) in enumerate(cues))  # fmt: skip
-    path.write_bytes(data)
-    return path
-
-
 def with_every_stream_kind(make_clip, tmp_path: Path) -> Path:
     """A Matroska source with four audio tracks (AAC, AC-3 5.1, FLAC, PCM) and three subtitle tracks (SubRip,
     ASS, PGS bitmaps), each with its language."""

@@ -16,7 +16,7 @@ from stereo3d.models.da3.tiers import DEFAULT_TIERS, FITS
 from stereo3d.models.da3.variants import VARIANTS as DA3_TABLE
 from stereo3d.models.names import DA3_CONTRACTS, NVDS_GRAPHS, nvds_onnx_names
 from stereo3d.stabilisers import NearSettings, Stabiliser, get_stabiliser, stabilisers
-from stereo3d.stages.render import EncodeSettings, RenderSettings
+from stereo3d.stages.render import AUTO_CODEC, EncodeSettings, RenderSettings
 from stereo3d.stereo.layouts import LAYOUTS, SIGNALS
 from stereo3d.stereo.warp import FLOATING_WINDOW, StereoSettings
 from stereo3d.workflow.config import load_schema, validate_config
@@ -41,7 +41,7 @@ def prop(dotted: str) -> dict:
         ("stabilise.method", lambda: stabilisers()),
         ("render.layout", lambda: LAYOUTS),
         ("encode.stereo_signal", lambda: SIGNALS),
-        ("encode.codec", lambda: CODECS),
+        ("encode.codec", lambda: {*CODECS, AUTO_CODEC}),  # auto: NVENC where the GPU has it, else libx264
         ("encode.preset", lambda: PRESETS),
         ("da3.variant", lambda: DA3_TABLE),
         ("da3.contract", lambda: DA3_CONTRACTS),
@@ -166,15 +166,25 @@ def test_the_settings_defaults_are_the_schemas():
 
 
 def test_the_render_stage_names_every_key_that_changes_its_results_by_its_dotted_name():
-    render, encode = SCHEMA["properties"]["render"]["properties"], SCHEMA["properties"]["encode"]["properties"]
-    config, _ = validate_config({"render": {"layout": "vr180", "vr180_fov_deg": 100}}, SCHEMA)
-    settings = RenderSettings.from_sections(config, bars=True)  # a video with bars, in the layout with options
+    sections = SCHEMA["properties"]
+    render, encode = sections["render"]["properties"], sections["encode"]["properties"]
+    subtitles = sections["subtitles"]["properties"]
+    config, _ = validate_config({"render": {"layout": "vr180", "vr180_fov_deg": 100}, "subtitles": {"burn": "auto"}},
+                                SCHEMA)  # fmt: skip
+    # A video with bars and a subtitle track burnt in (stream 3, the choice subtitles.burn made of its tracks), in
+    # the layout with options.
+    settings = RenderSettings.from_sections(config, bars=True, subtitle_stream=3)
     params = settings.params()
-    assert {*params, *MUX_ONLY} == {f"render.{k}" for k in render} | {f"encode.{k}" for k in encode}
+    # subtitles.burn reaches the render as the stream it chose (by the probe): a video without one is not rerun.
+    named = {*params, *MUX_ONLY} - {"subtitles.burn_stream"} | {"subtitles.burn"}
+    assert named == {f"render.{k}" for k in render} | {f"encode.{k}" for k in encode} | {
+        f"subtitles.{k}" for k in subtitles}  # fmt: skip
     assert params["render.vr180_fov_deg"] == 100 and params["encode.crf"] == config["encode"]["crf"]
+    assert params["subtitles.burn_stream"] == 3
     assert RenderSettings.from_params(params) == settings
     plain = RenderSettings.from_sections(config | {"render": {**config["render"], "layout": "full_sbs"}})
-    assert set(params) - set(plain.params()) == {"render.bars", "render.vr180_fov_deg", "render.vr180_eye_px"}
+    assert set(params) - set(plain.params()) == {"render.bars", "render.vr180_fov_deg", "render.vr180_eye_px",
+                                                 "subtitles.burn_stream", "subtitles.margin_pct"}  # fmt: skip
 
 
 # The render's params as keys.RENDER_KEYS listed them before the settings object (7b5ceb2), in their order.

@@ -91,6 +91,10 @@ EMA_LIBRARY = {
     # The final mux; the render before it too, as the encoded video is not kept once muxed (temp).
     "encode.container": ("mkv", ENCODE),
     "encode.piece_frames": (16, ENCODE),
+    # The clip's one subtitle track: drawn into the views, its cues planned in depth first; kept soft or not, a mux.
+    "subtitles.burn": ("auto", ENCODE | {"subtitle_plan"}),  # (the QC figures are of the depth, not the cues)
+    "subtitles.margin_pct": (1.0, NOTHING),  # a setting of burnt subtitles alone
+    "subtitles.keep": (False, ENCODE),  # the final mux, and the render before it (not kept once muxed)
     "runtime.providers": (["cuda", "cpu"], NOTHING),  # speed only, like every runtime key but precision
     "runtime.precision": ("fast", DEPTH),  # other numbers: the depth key says _fast
     "runtime.threads": (2, NOTHING),
@@ -210,7 +214,7 @@ def ema_library(tmp_path_factory):
     from stereo3d.models.da3.checkpoint import HUB_PREFIX, WIDTH_KEY
 
     workdir = library_workdir(tmp_path_factory, "reruns-ema")
-    make_clip(workdir / "videos/clip.mp4", width=64, height=36, frames=20, fps="10", audio=True)
+    make_clip(workdir / "videos/clip.mp4", width=64, height=36, frames=20, fps="10", audio=True, subtitles=True)
     # A dry run reads only the header of the Base weights: one tensor of Base's ViT width is enough.
     (workdir / "weights/DA3/Base").mkdir(parents=True)
     base = {HUB_PREFIX + WIDTH_KEY: np.zeros((768, 3, 14, 14), np.float16)}

@@ -39,12 +39,14 @@ def mux_with_source(
     out_path: str | Path,
     probe: dict,
     extra_args: Sequence[str] = (),
+    keep_subtitles: bool = True,
 ) -> Path:
     """Write ``out_path``: the video stream of ``video_only`` plus every audio stream, the subtitles, chapters
     and global metadata of ``source`` (``probe`` is the source's probe). Streams are copied; where the
     container cannot hold one (.mp4: text subtitles become mov_text, unsupported audio becomes AAC, bitmap
-    subtitles other than DVD are left out with a warning). ``extra_args`` go before the output (stereo
-    metadata, tags). Written atomically; ``-movflags +faststart`` for .mp4/.mov.
+    subtitles other than DVD are left out with a warning); without ``keep_subtitles`` (``subtitles.keep: false``)
+    no subtitle track, nor the fonts styled ones bring. ``extra_args`` go before the output (stereo metadata,
+    tags). Written atomically; ``-movflags +faststart`` for .mp4/.mov.
 
     The video's packets are restamped with the source's exact frame times (``_restamp_bsf``), so the encoded
     video may come in whole milliseconds (Matroska) and still leave with the source's timing, A/V offset
@@ -69,7 +71,7 @@ def mux_with_source(
                         source, audio["index"], audio["codec"], suffix)  # fmt: skip
             codecs += [f"-c:a:{n}", "aac", f"-b:a:{n}", "256k"]
     kept = 0
-    for sub in probe.get("subtitles", []):
+    for sub in probe.get("subtitles", []) if keep_subtitles else []:
         codec = sub["codec"]
         if mp4_like:
             if codec in TEXT_SUBTITLES:
@@ -88,7 +90,7 @@ def mux_with_source(
         if mp4_like and sub.get("title"):
             codecs += [f"-metadata:s:s:{kept}", f"handler_name={sub['title']}", f"-metadata:s:s:{kept}", "title="]
         kept += 1
-    if not mp4_like:
+    if not mp4_like and keep_subtitles:
         args += ["-map", "1:t?"]  # fonts and other attachments that styled subtitles rely on
     args += ["-map_chapters", "1", "-map_metadata", "1", *codecs]
     if mp4_like:

@@ -15,19 +15,25 @@ log = logging.getLogger(__name__)
 
 
 def join_segments(
-    segments: list[str | Path], starts: list[int], source: str | Path, out: str | Path, probe: dict
+    segments: list[str | Path],
+    starts: list[int],
+    source: str | Path,
+    out: str | Path,
+    probe: dict,
+    keep_subtitles: bool = True,
 ) -> Path:
     """Concatenate the encoded ``segments`` (frame ranges beginning at ``starts``) and mux the result
-    with every audio/subtitle/chapter stream of ``source`` into ``out`` (written atomically)."""
+    with every audio/subtitle/chapter stream of ``source`` into ``out`` (written atomically; the
+    subtitle tracks only with ``keep_subtitles``)."""
     out = Path(out)
     if len(segments) != len(starts):
         raise ValueError(f"{len(segments)} segments but {len(starts)} start frames")
     if len(segments) == 1:
-        return mux_with_source(segments[0], source, out, probe)
+        return mux_with_source(segments[0], source, out, probe, keep_subtitles=keep_subtitles)
     joined = temp_path_for(out.with_name(out.stem + ".joined.mkv"))
     try:  # an intermediate beside the result, never left behind
         concat_video(segments, starts, probe, joined)
-        result = mux_with_source(joined, source, out, probe)
+        result = mux_with_source(joined, source, out, probe, keep_subtitles=keep_subtitles)
     finally:
         joined.unlink(missing_ok=True)
     log.info("joined %d segments into %s", len(segments), out)

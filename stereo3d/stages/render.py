@@ -39,6 +39,7 @@ from stereo3d.io.resume import job_identity
 from stereo3d.progress import Progress
 from stereo3d.stereo.bars import Area, paste_bars
 from stereo3d.stereo.layouts import container_args, encoder_args, get_layout, output_size
+from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, burn
 from stereo3d.stereo.warp import Renderer, StereoSettings
 from stereo3d.stereo.window import apply_floating_window, window_widths
 
@@ -95,15 +96,20 @@ class RenderSettings:
     encode: EncodeSettings = field(default_factory=EncodeSettings)
     layout_options: Mapping[str, Any] = field(default_factory=dict)  # config key (render.vr180_fov_deg) -> value
     bars: str | None = None
+    # subtitles.burn: the source's subtitle stream drawn into both eyes in depth (None: none), and how far in front
+    # of the content under it (% of the width; stereo3d.stereo.subtitles)
+    subtitle_stream: int | None = None
+    subtitle_margin_pct: float = default("subtitles.margin_pct")
 
     def __post_init__(self):
         if self.bars is not None and self.bars not in BARS:
             raise ValueError(f"unknown bars {self.bars!r} (valid: {', '.join(BARS)})")
 
     @classmethod
-    def from_sections(cls, sections: dict, bars: bool = False) -> RenderSettings:
+    def from_sections(cls, sections: dict, bars: bool = False, subtitle_stream: int | None = None) -> RenderSettings:
         """The settings of a video from its config sections (config.yaml with its sheet row over it): ``bars``
-        when its picture does not fill its frame (its depth key names the picture area)."""
+        when its picture does not fill its frame (its depth key names the picture area); ``subtitle_stream``: the
+        subtitle stream ``subtitles.burn`` chose in it (None: none)."""
         render = sections["render"]
         layout = get_layout(render["layout"])
         return cls(
@@ -112,16 +118,21 @@ class RenderSettings:
             encode=EncodeSettings.from_config(sections["encode"]),
             layout_options={f"render.{key}": render[key] for key in sorted(layout.options)},
             bars=render["bars"] if bars else None,
+            subtitle_stream=subtitle_stream,
+            subtitle_margin_pct=sections.get("subtitles", {}).get("margin_pct", default("subtitles.margin_pct")),
         )
 
     def params(self) -> dict[str, Any]:
         """``{dotted config key: value}``: the layout, the stereo and encode fields in their order, the bars of a
-        video that has them, the layout's options."""
+        video that has them, the subtitle stream burnt in and its margin where there is one, the layout's
+        options."""
+        burn = {"subtitles.burn_stream": self.subtitle_stream, "subtitles.margin_pct": self.subtitle_margin_pct}
         return {
             "render.layout": self.layout,
             **{f"render.{key}": value for key, value in asdict(self.stereo).items()},
             **{f"encode.{key}": value for key, value in asdict(self.encode).items()},
             **({"render.bars": self.bars} if self.bars is not None else {}),
+            **(burn if self.subtitle_stream is not None else {}),
             **self.layout_options,
         }
 
@@ -137,6 +148,8 @@ class RenderSettings:
             encode=EncodeSettings(**{f.name: encode[f.name] for f in fields(EncodeSettings)}),
             layout_options={f"render.{key}": section[key] for key in sorted(layout.options)},
             bars=section.get("bars"),
+            subtitle_stream=params.get("subtitles.burn_stream"),
+            subtitle_margin_pct=params.get("subtitles.margin_pct", default("subtitles.margin_pct")),
         )
 
     def pack_options(self) -> dict[str, Any]:
@@ -176,7 +189,8 @@ class RenderPlan:
 
 def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Path, settings: RenderSettings, *,
                  renderer: Renderer | None = None, window_near: Sequence[str | Path] = (),
-                 picture: Area | None = None, convergence_plan: str | Path | None = None) -> dict:  # fmt: skip
+                 picture: Area | None = None, convergence_plan: str | Path | None = None,
+                 subtitle_plan: str | Path | None = None) -> dict:  # fmt: skip
     """Render every frame of ``near``'s range (its ``start`` attribute onward) as ``settings`` say (stereo, layout,
     encoder, bars) and encode it, video only, to ``out`` (Matroska). ``renderer``: where the views render (None:
     the CPU, every thread this process may use). ``picture``: the area of the frame the near maps cover (None: the
@@ -188,7 +202,8 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
     disocclusions are filled from the ``fill_frames`` frames before and after it (``stereo3d.stereo.fill``), read
     across the segment's edges (their near maps from ``window_near``), so a segment fills as a whole-video job
     does. With ``convergence: auto`` each frame takes its screen plane from ``convergence_plan`` (the video's,
-    ``stereo3d.stages.convergence_plan``).
+    ``stereo3d.stages.convergence_plan``). With ``subtitle_plan`` (``subtitles.burn``: the video's,
+    ``stereo3d.stages.subtitle_plan``) its cues are drawn into both eyes in depth.
 
     Frames are encoded in pieces of ``encode.piece_frames``, each its own file beside ``out`` until the last is done
     and they are joined without re-encoding: a job killed midway resumes after its last complete piece."""
@@ -205,8 +220,8 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         if picture is not None:
             log.info("%s: the picture %s is rendered on its own; its bars are %s", name, picture,
                      "cut away" if bars == "crop" else "kept in both eyes as in the source")  # fmt: skip
-        identity = render_identity(video, [near, *window_near, *([convergence_plan] if convergence_plan else [])],
-                                   settings, plan, picture)  # fmt: skip
+        plans = [path for path in (convergence_plan, subtitle_plan) if path]
+        identity = render_identity(video, [near, *window_near, *plans], settings, plan, picture)
         pieces = Pieces(Path(out), identity, plan.start, plan.count, plan.pieces)
         done = pieces.done()
         if done:
@@ -215,7 +230,8 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
         kept = picture if bars != "crop" else None
         if kept is not None:
             stereo = stereo.inside(info["display_width"], picture.width)
-        plane_at = _plane_at(convergence_plan, stereo, near, float(info["fps"]))
+        plane_at = plane_at_frames(convergence_plan, stereo, near, float(info["fps"]))
+        subtitles = SubtitlePlan.load(subtitle_plan) if subtitle_plan else None
         windows = None
         if stereo.floating_window == "auto":
             windows = iter(_window_widths(name, near, window_near, plan, info, picture, stereo, plane_at)[done:])
@@ -233,7 +249,7 @@ def render_video(video: str | Path, probe: dict, near: str | Path, out: str | Pa
                 items = _with_neighbours(range(first, end), frames, maps, reach, plan.start + done,
                                          plan.start + plan.count, picture if bars != "crop" else None,
                                          picture if bars == "crop" else None)  # fmt: skip
-                render_pieces(plan, pieces, items, stereo, renderer, progress, kept, windows, plane_at)
+                render_pieces(plan, pieces, items, stereo, renderer, progress, kept, windows, plane_at, subtitles)
         except StereoError:
             pieces.discard()  # a rerun would fail the same way: nothing to resume
             raise
@@ -316,7 +332,7 @@ def _with_neighbours(indices, frames, maps, reach: int, first: int, end: int, ke
         yield (whole.pop(index) if kept is not None else picture), near, neighbours
 
 
-def _plane_at(convergence_plan: str | Path | None, stereo: StereoSettings, near: str | Path, fps: float):
+def plane_at_frames(convergence_plan: str | Path | None, stereo: StereoSettings, near: str | Path, fps: float):
     """Video frame -> its zero plane under ``convergence: auto`` (else None: the settings' own): the video's plan,
     or, where a job has none (the preview's clips), a plan over the job's own near maps, as one shot."""
     if stereo.convergence != "auto":
@@ -405,11 +421,13 @@ def piece_times(pts_s: list[float], first: int, frames: int) -> tuple[float, ...
 
 
 def render_pieces(plan: RenderPlan, pieces: Pieces, items, stereo: StereoSettings, renderer: Renderer,
-                  progress: Progress, picture: Area | None = None, windows=None, plane_at=None) -> None:  # fmt: skip
+                  progress: Progress, picture: Area | None = None, windows=None, plane_at=None,
+                  subtitles: SubtitlePlan | None = None) -> None:  # fmt: skip
     """Render and encode each piece not yet done, from ``items`` (``(frame, near map, neighbours)``, from the first
-    such piece's first frame), ``windows``, the floating window's (left, right) widths (None: no window), and
-    ``plane_at`` (video frame -> zero plane under ``convergence: auto``); each piece appears under its name only
-    once complete. ``picture``: the area of the frames that is rendered, its bars kept (None: the whole frame)."""
+    such piece's first frame), ``windows``, the floating window's (left, right) widths (None: no window),
+    ``plane_at`` (video frame -> zero plane under ``convergence: auto``) and ``subtitles`` (the cues burnt in);
+    each piece appears under its name only once complete. ``picture``: the area of the frames that is rendered, its
+    bars kept (None: the whole frame)."""
     items = iter(items)
     for piece in pieces.todo():
         with VideoEncoder(pieces.path(piece.first), plan.stream, pts_s=piece.pts_s) as encoder:
@@ -417,8 +435,9 @@ def render_pieces(plan: RenderPlan, pieces: Pieces, items, stereo: StereoSetting
                 window = (0.0, 0.0) if windows is None else tuple(next(windows))
                 frame, near, neighbours = next(items)
                 settings = stereo if plane_at is None else stereo.at_plane(plane_at(index))
+                cues = subtitles.at(index) if subtitles is not None else ()
                 packed = stereo_frame(renderer, frame, near, settings, plan.layout, plan.options, plan.padding,
-                                      picture, window, neighbours, out=encoder.frame_buffer())  # fmt: skip
+                                      picture, window, neighbours, out=encoder.frame_buffer(), cues=cues)  # fmt: skip
                 encoder.write(packed, owned=True)
                 progress.advance(1)
 
@@ -426,26 +445,25 @@ def render_pieces(plan: RenderPlan, pieces: Pieces, items, stereo: StereoSetting
 def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings, layout: str,
                  options: dict, padding: tuple[int, int] = (0, 0), picture: Area | None = None,
                  window: tuple[float, float] = (0.0, 0.0), neighbours: Neighbours | None = None,
-                 out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
-    """One output frame: the views of ``frame`` (``stereo_views``) packed in ``layout``, then ``padding`` (columns,
-    rows) repeating the last column and row. A layout that keeps both views whole has them rendered straight into
-    the packed frame (no copy of 2 x 6 MB per 1080p frame): ``out`` where given (an array of the packed frame's
-    shape and dtype, e.g. the encoder's ``frame_buffer``), else a new one."""
+                 out: np.ndarray | None = None, cues: Sequence[PlacedCue] = ()) -> np.ndarray:  # fmt: skip
+    """One output frame: the views of ``frame`` (``stereo_views``, with ``cues`` burnt in) packed in ``layout``,
+    then ``padding`` (columns, rows) repeating the last column and row. A layout that keeps both views whole has
+    them rendered straight into the packed frame (no copy of 2 x 6 MB per 1080p frame): ``out`` where given (an
+    array of the packed frame's shape and dtype, e.g. the encoder's ``frame_buffer``), else a new one."""
     chosen = get_layout(layout)
     pad_w, pad_h = padding
     height, width = frame.shape[:2]
     if chosen.eyes is None:
-        packed = chosen.pack(*stereo_views(renderer, frame, near, stereo, picture, window, neighbours=neighbours),
-                             **options)  # fmt: skip
+        packed = chosen.pack(*stereo_views(renderer, frame, near, stereo, picture, window, neighbours=neighbours,
+                                           cues=cues), **options)  # fmt: skip
         return np.pad(packed, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge") if pad_w or pad_h else packed
     out_w, out_h = chosen.size(width, height, **options)
     shape = (out_h + pad_h, out_w + pad_w, frame.shape[2])
     if out is not None and (out.shape != shape or out.dtype != frame.dtype):
         raise ValueError(f"the packed frame is {frame.dtype} {shape}, not {out.dtype} {out.shape}")
     packed = np.empty(shape, frame.dtype) if out is None else out
-    stereo_views(
-        renderer, frame, near, stereo, picture, window, out=chosen.eyes(packed, width, height), neighbours=neighbours
-    )
+    eyes = chosen.eyes(packed, width, height)
+    stereo_views(renderer, frame, near, stereo, picture, window, out=eyes, neighbours=neighbours, cues=cues)
     packed[:, out_w:] = packed[:, out_w - 1 : out_w]
     packed[out_h:] = packed[out_h - 1 : out_h]
     return packed
@@ -453,19 +471,20 @@ def stereo_frame(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo
 
 def stereo_views(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo: StereoSettings,
                  picture: Area | None = None, window: tuple[float, float] = (0.0, 0.0),
-                 out: tuple[np.ndarray, np.ndarray] | None = None,
-                 neighbours: Neighbours | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                 out: tuple[np.ndarray, np.ndarray] | None = None, neighbours: Neighbours | None = None,
+                 cues: Sequence[PlacedCue] = ()) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The left and right views of ``frame`` (into ``out``, two arrays of its shape, or new ones; without ``out``
     an eye kept as the original may be ``frame`` itself), in three steps: the views of the picture (the whole frame,
     or the ``picture`` area that ``near`` covers inside bars that are kept, rendered from its area of ``frame`` into
     its area of each eye); the floating ``window`` at the picture's edges (px masked at the left view's left edge,
     the right view's right edge: ``window.apply_floating_window``); then the frame's bars pasted around the
-    picture as they are."""
+    picture as they are; last, the subtitle ``cues`` of the frame, in depth, over each eye (``burn``)."""
     if picture is None:
         views = renderer.render_stereo(frame, near, stereo, out=out, neighbours=neighbours)
-        if any(window):
-            views = tuple(view.copy() if view is frame else view for view in views)  # the frame is not masked
+        if any(window) or cues:
+            views = tuple(view.copy() if view is frame else view for view in views)  # the frame is not drawn on
             apply_floating_window(*views, *window)
+            burn(views, cues)
         return views
     eyes = out if out is not None else (np.empty_like(frame), np.empty_like(frame))
     inner = (picture.cut(eyes[0]), picture.cut(eyes[1]))
@@ -474,6 +493,7 @@ def stereo_views(renderer: Renderer, frame: np.ndarray, near: np.ndarray, stereo
         apply_floating_window(*inner, *window)
     for eye in eyes:
         paste_bars(eye, frame, picture)
+    burn(eyes, cues)
     return eyes
 
 

@@ -24,6 +24,8 @@ class Paths:
         # render.convergence auto: each frame's screen plane ({ckey}: the render settings it is planned with)
         self.convergence_plan = f"{work}/{{video}}/near/{{dkey}}/{{nkey}}/convergence-{{ckey}}.npz"
         self.render = f"{work}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/{{seg}}.mkv"
+        # subtitles.burn: every cue of the burnt track, its picture, frames and parallax (stereo3d.stereo.subtitles)
+        self.subtitle_plan = f"{work}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/subtitles.npz"
         self.result = f"{self.results}/{{video}}/{{video}}{{tag}}.{{ext}}"
         # The preview (target `preview`): per clip ({seg}: the clip's frame range), and the settings grid.
         preview = f"{work}/{{video}}/preview"

@@ -138,14 +138,20 @@ def render_job(smk) -> dict:
     config: the picture inside bars, and a renderer on the job's device (a speed setting: read from config, so it
     triggers no rerun)."""
     from stereo3d.stereo.warp import Renderer
-    from stereo3d.workflow.keys import parse_depth_key
 
     runtime = smk.config["runtime"]
     return {
         "renderer": Renderer(runtime["render_device"], render_device_id(runtime), threads=smk.threads),
-        # The picture the near maps cover is named by the depth key they are stored under.
-        "picture": parse_depth_key(smk.wildcards.dkey)["picture"],
+        "picture": render_job_picture(smk),
     }
+
+
+def render_job_picture(smk):
+    """The picture inside bars that a job's near maps cover (None: the whole frame): named by the depth key they
+    are stored under."""
+    from stereo3d.workflow.keys import parse_depth_key
+
+    return parse_depth_key(smk.wildcards.dkey)["picture"]
 
 
 def render_device_id(runtime: dict) -> int:

@@ -24,7 +24,7 @@ from stereo3d.workflow.library import video_id
 
 # The config sections a video may override: the ones whose settings shape that video's bytes.
 # Exports, paths, segments and the runtime are the library's, not a video's.
-PER_VIDEO_SECTIONS = ("da3", "stabilise", "near", "render", "encode")
+PER_VIDEO_SECTIONS = ("da3", "stabilise", "near", "render", "encode", "subtitles")
 VIDEO_COLUMN = "video"
 
 

@@ -134,6 +134,12 @@ class Targets:
         ckey = keys.convergence_key(stereo)
         return [fill(self.paths.convergence_plan, video=video, dkey=dkey, nkey=nkey, ckey=ckey)]
 
+    def subtitle_plan(self, video: str, dkey: str, nkey: str, rkey: str) -> list[str]:
+        """The video's subtitle plan under these keys (a track burnt in, ``subtitles.burn``; else none)."""
+        if self.render_settings(video).subtitle_stream is None:
+            return []
+        return [fill(self.paths.subtitle_plan, video=video, dkey=dkey, nkey=nkey, rkey=rkey)]
+
     def prune_keys(self, shape_on_disk: Callable[[str], VideoShape | None]) -> dict[str, dict | None]:
         """Each video of the library with its current keys (what ``prune`` keeps), from the probes on disk
         (``shape_on_disk``: None where there is none, or it failed); a video whose keys need a probe it does not

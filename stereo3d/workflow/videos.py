@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stereo3d.io.subtitles import burnable, choose_track
 from stereo3d.stabilisers import NearSettings, Stabiliser
 from stereo3d.stages.depth import DepthSettings
 from stereo3d.stages.probe import picture_of
@@ -24,12 +25,21 @@ class VideoShape:
 
     display: tuple[int, int]
     picture: Area
+    # Its subtitle tracks: (stream index, codec, language, marked default) each (subtitles.burn picks among them).
+    subtitles: tuple[tuple[int, str, str | None, bool], ...] = ()
 
     @classmethod
     def of(cls, summary: dict) -> VideoShape:
         """From a probe summary (``probe.json``)."""
         video = summary["video"]
-        return cls((video["display_width"], video["display_height"]), picture_of(summary))
+        tracks = tuple((t["index"], t["codec"], t.get("language"), bool(t.get("default")))
+                       for t in summary.get("subtitles", []))  # fmt: skip
+        return cls((video["display_width"], video["display_height"]), picture_of(summary), tracks)
+
+    def subtitle_tracks(self) -> list[dict]:
+        """The subtitle tracks as a probe lists them."""
+        return [{"index": index, "codec": codec, "language": language, "default": default}
+                for index, codec, language, default in self.subtitles]  # fmt: skip
 
 
 class VideoSettings:
@@ -43,9 +53,13 @@ class VideoSettings:
 
     @property
     def needs_shape(self) -> bool:
-        """Whether the video's depth key depends on its probe: on its shape (``fit: aspect``), or on the picture
-        area inside its frame (unless ``render.bars: ignore``)."""
-        return self.sections["da3"]["fit"] == "aspect" or self.uses_bars
+        """Whether the video's keys depend on its probe: on its shape (``fit: aspect``), on the picture area inside
+        its frame (unless ``render.bars: ignore``), or on its subtitle tracks (``subtitles.burn``)."""
+        return self.sections["da3"]["fit"] == "aspect" or self.uses_bars or self.burns_subtitles
+
+    @property
+    def burns_subtitles(self) -> bool:
+        return str(self.sections["subtitles"]["burn"]).lower() != "none"
 
     @property
     def uses_bars(self) -> bool:
@@ -101,10 +115,21 @@ class VideoSettings:
     def render(self, shape: VideoShape | None) -> RenderSettings:
         """The render stage's settings (its rules' params, its key): ``render.bars`` among them where the video's
         picture lies inside bars."""
-        return RenderSettings.from_sections(self.sections, bars=self.has_bars(shape))
+        return RenderSettings.from_sections(self.sections, bars=self.has_bars(shape),
+                                            subtitle_stream=self.subtitle_stream(shape))  # fmt: skip
 
     def render_key(self, shape: VideoShape | None) -> str:
         return keys.render_key(self.render(shape))
+
+    def subtitle_stream(self, shape: VideoShape | None) -> int | None:
+        """The subtitle stream ``subtitles.burn`` draws into the views (None: none asked, or the video has no such
+        track the package can draw: it is then rendered as without the setting)."""
+        if not self.burns_subtitles:
+            return None
+        if shape is None:
+            raise ValueError("the video's subtitle tracks are needed (subtitles.burn), and no probe")
+        track = choose_track(self.sections["subtitles"]["burn"], shape.subtitle_tracks())
+        return track["index"] if track is not None and burnable(track) else None
 
     def has_bars(self, shape: VideoShape | None) -> bool:
         """Whether the video's render works on a picture inside bars (``render.bars`` is then one of its keys)."""

@@ -101,6 +101,12 @@ def get_convergence_plan(wildcards):
     return T.convergence_plan(wildcards.video, wildcards.dkey, wildcards.nkey)
 
 
+def get_subtitle_plan(wildcards):
+    """The video's subtitle plan (subtitles.burn with a track to draw; else nothing)."""
+    w = wildcards
+    return T.subtitle_plan(w.video, w.dkey, w.nkey, w.rkey)
+
+
 def get_convergence_params(wildcards):
     return keys.convergence_params(T.render_settings(wildcards.video).stereo)
 
@@ -114,6 +120,10 @@ def get_render_segments(wildcards):
     v = wildcards.video
     k = dict(dkey=T.depth_key(v), nkey=T.near_key(v), rkey=T.render_key(v))
     return segment_paths(P.render, v, **k)
+
+
+def get_keep_subtitles(wildcards):
+    return bool(T.video(wildcards.video).sections["subtitles"]["keep"])
 
 
 def get_segment_starts(wildcards):

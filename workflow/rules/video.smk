@@ -88,6 +88,30 @@ rule convergence_plan:
         "../../scripts/convergence_plan.py"
 
 
+# The cues of the subtitle track burnt in (subtitles.burn): each drawn once, placed in depth over
+# the near maps of the frames it is shown on, one depth per cue for every segment.
+rule subtitle_plan:
+    input:
+        source=get_source,
+        probe=rules.probe.output.json,
+        frames=rules.probe.output.frames,
+        near=get_near_segments,
+        convergence_plan=get_convergence_plan,
+    output:
+        plan=P.subtitle_plan,
+    log:
+        P.log("subtitle_plan", "{video}/{dkey}/{nkey}/{rkey}"),
+    benchmark:
+        P.benchmark("subtitle_plan", "{video}/{dkey}/{nkey}/{rkey}")
+    conda:
+        "../../envs/runtime.yaml"
+    params:
+        # {dotted key: value}: the video's RenderSettings (stereo3d.stages.render)
+        render=T.render_params,
+    script:
+        "../../scripts/subtitle_plan.py"
+
+
 # Near maps (larger = nearer) of one segment, stabilised over time as configured.
 rule near_maps:
     input:
@@ -129,6 +153,8 @@ rule render:
         window_near=get_window_near,
         # render.convergence auto: the video's screen plane per frame
         convergence_plan=get_convergence_plan,
+        # subtitles.burn: the cues drawn into both eyes, in depth
+        subtitle_plan=get_subtitle_plan,
     output:
         video=P.render if config["segments"]["keep_encoded"] else temp(P.render),
     log:
@@ -167,5 +193,7 @@ rule join:
     # The container (encode.container, keys.MUX_ONLY) is the result's extension.
     params:
         starts=get_segment_starts,
+        # subtitles.keep: the source's subtitle tracks in the result (a change reruns the mux alone)
+        keep_subtitles=get_keep_subtitles,
     script:
         "../../scripts/join.py"

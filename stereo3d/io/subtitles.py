@@ -1,0 +1,158 @@
+"""A subtitle track of the source as pictures: which track to burn in (``subtitles.burn``), its cues (when each is
+shown) and each cue drawn once, as a transparent picture of the eye's size.
+
+Text tracks (SubRip, ASS/SSA, WebVTT, MP4 timed text) are drawn by libass through ffmpeg's ``subtitles`` filter,
+with their styles and the fonts the file carries; bitmap tracks (Blu-ray PGS, DVD VobSub, DVB) by ffmpeg's own
+subtitle decoder, scaled from the size they were authored at. Either way one ffmpeg process draws every cue: the
+track is first copied out of the source (with its fonts and its own times), then drawn over a transparent canvas
+that has one frame at the middle of each cue (a concat list of one blank picture), and the frames come back as raw
+RGBA. A cue is drawn as it looks at that moment (ASS animations and karaoke are not followed: a 3D subtitle keeps
+one place and one depth for its cue).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stereo3d.errors import BadVideo
+from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_command, ffmpeg_url, last_error_line, run_ffmpeg
+
+log = logging.getLogger(__name__)
+
+TEXT = frozenset({"subrip", "srt", "ass", "ssa", "webvtt", "mov_text", "text"})
+BITMAP = frozenset({"hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle"})
+BURN_CHOICES = ("none", "auto")  # besides a language (eng) or a track's number among the subtitle tracks (0, 1, ...)
+# A bitmap cue whose decoder gives no end is shown until the next one, or for this long at most.
+LONGEST_CUE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One subtitle shown from ``start_s`` to ``end_s`` (the source's own clock, as its frames' times)."""
+
+    start_s: float
+    end_s: float
+
+
+def choose_track(burn: str | int, tracks: Sequence[dict]) -> dict | None:
+    """The track ``subtitles.burn`` names among a probe's ``subtitles`` (None: none asked, or none such): ``auto``
+    the one marked default, else the first; a number the track of that rank (from 0); a language the first track
+    tagged with it (ISO 639-2 as files tag them: eng, deu; case ignored)."""
+    burn = str(burn).strip().lower()
+    if burn == "none" or not tracks:
+        return None
+    if burn == "auto":
+        return next((track for track in tracks if track.get("default")), tracks[0])
+    if burn.isdigit():
+        return tracks[int(burn)] if int(burn) < len(tracks) else None
+    return next((track for track in tracks if (track.get("language") or "").lower() == burn), None)
+
+
+def burnable(track: dict) -> bool:
+    """Whether the package can draw this track (text or bitmap subtitles ffmpeg decodes)."""
+    return track["codec"] in TEXT or track["codec"] in BITMAP
+
+
+def cue_pictures(source: str | Path, track: dict, size: tuple[int, int], authored: tuple[int, int],
+                 work: str | Path) -> Iterator[tuple[Cue, np.ndarray]]:  # fmt: skip
+    """Each cue of ``track`` (a probe's subtitle entry) of ``source`` with its picture: RGBA uint8 ``[H, W, 4]`` of
+    ``size`` (W, H), the eye's, transparent where the cue draws nothing. ``authored``: the frame size the track
+    was made for (the source's display size: text styles and bitmaps scale from it). ``work``: a folder for the
+    track's copy."""
+    if not burnable(track):
+        raise BadVideo(source, f"subtitle stream #{track['index']} ({track['codec']}) cannot be drawn into the views")
+    work = Path(work)
+    copy = work / "track.mkv"
+    # The track alone, with the fonts its styles name, at its own times (-copyts: the cues keep the source's clock).
+    run_ffmpeg(["-y", "-copyts", "-i", ffmpeg_url(source), "-map", f"0:{track['index']}", "-map", "0:t?", "-c",
+                "copy", *BITEXACT, ffmpeg_url(copy)], source, "copying the subtitle track to burn")  # fmt: skip
+    cues = read_cues(copy)
+    if not cues:
+        return
+    import cv2  # (here: the workflow's DAG build reads choose_track from this module, not the rest)
+
+    width, height = size
+    blank = work / "blank.png"
+    cv2.imwrite(str(blank), np.zeros((height, width, 4), np.uint8))
+    canvas = work / "canvas.ffconcat"
+    canvas.write_text(_canvas_list(blank, [(cue.start_s + cue.end_s) / 2 for cue in cues]), encoding="utf-8")
+    inputs = ["-f", "concat", "-safe", "0", "-i", ffmpeg_url(canvas)]
+    if track["codec"] in TEXT:
+        # (The copy's path is the package's own, so that no user's file name needs the filter's escaping.)
+        graph = ["-vf", f"format=rgba,subtitles=filename={_filter_path(copy)}:alpha=1"
+                        f":original_size={authored[0]}x{authored[1]}"]  # fmt: skip
+    else:
+        inputs += ["-copyts", "-i", ffmpeg_url(copy)]
+        graph = ["-filter_complex", f"[1:s:0]scale={width}:{height}[cue];[0:v]format=rgba[blank];"
+                                    "[blank][cue]overlay=eof_action=pass:format=auto,format=rgba"]  # fmt: skip
+    args = ["-y", *inputs, *graph, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1"]
+    frame_bytes = width * height * 4
+    with tempfile.TemporaryFile(dir=work) as errors:
+        process = subprocess.Popen(ffmpeg_command(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=errors)  # fmt: skip
+        try:
+            # The canvas's first frame is its start (time 0), before the first cue's.
+            pictures = iter(lambda: process.stdout.read(frame_bytes), b"")
+            for index, data in enumerate(pictures):
+                if index == 0:
+                    continue
+                if index > len(cues) or len(data) != frame_bytes:
+                    break
+                yield cues[index - 1], np.frombuffer(data, np.uint8).reshape(height, width, 4)
+        finally:
+            process.stdout.close()
+            returncode = process.wait()
+        if returncode:
+            errors.seek(0)
+            cause = last_error_line(errors.read())
+            raise BadVideo(source, f"drawing subtitle stream #{track['index']}: {cause}")
+
+
+def read_cues(path: str | Path) -> list[Cue]:
+    """The cues of the one subtitle stream of ``path``, in order: each packet that decodes to something shown is a
+    cue from its time, for its duration, or where it has none (bitmap tracks: a set without pictures clears the
+    screen) until the next packet, ``LONGEST_CUE_S`` at most."""
+    import av
+
+    events: list[tuple[float, float | None, bool]] = []
+    with av.open(str(path)) as container:
+        stream = container.streams.subtitles[0]
+        for packet in container.demux(stream):
+            if packet.pts is None:
+                continue
+            start = float(packet.pts * packet.time_base)
+            until = start + float(packet.duration * packet.time_base) if packet.duration else None
+            events.append((start, until, len(packet.decode()) > 0))
+    events.sort(key=lambda event: event[0])
+    cues = []
+    for index, (start, end, shows) in enumerate(events):
+        if not shows:
+            continue
+        following = events[index + 1][0] if index + 1 < len(events) else start + LONGEST_CUE_S
+        end = min(end if end is not None else following, start + LONGEST_CUE_S)
+        if end > start:
+            cues.append(Cue(start, end))
+    return cues
+
+
+def _canvas_list(blank: Path, times: list[float]) -> str:
+    """An ffconcat list of the blank picture with a frame at 0 and at each of ``times`` (ascending)."""
+    lines = ["ffconcat version 1.0"]
+    previous = 0.0
+    for time in [*times, times[-1] + 1.0]:
+        lines += [f"file '{blank.as_posix()}'", f"duration {max(time - previous, 1e-3):.6f}"]
+        previous = max(time, previous + 1e-3)
+    return "\n".join(lines) + "\n"
+
+
+def _filter_path(path: Path) -> str:
+    """A path as a filter option's value (quoted; the package's own folders hold no quote)."""
+    text = path.as_posix().replace("\\", "/")
+    return "'" + text.replace(":", "\\:") + "'"

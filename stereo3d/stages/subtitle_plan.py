@@ -1,0 +1,113 @@
+"""The subtitle plan of a video (``subtitles.burn``): every cue of the chosen track drawn once at the eye's size,
+where it is shown, and at what parallax (``stereo3d.stereo.subtitles``), from the near maps of every frame it is
+shown on. One plan per video, so that a cue keeps one depth across the segments that render it."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from stereo3d.errors import BadVideo
+from stereo3d.io.subtitles import burnable, cue_pictures
+from stereo3d.stages.render import RenderSettings, near_frames, plane_at_frames
+from stereo3d.stereo.bars import Area
+from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, box_of
+from stereo3d.stereo.warp import Parallax
+
+log = logging.getLogger(__name__)
+
+
+def plan_subtitles(video: str | Path, probe: dict, near: Sequence[str | Path], out: str | Path,
+                   settings: RenderSettings, convergence_plan: str | Path | None = None,
+                   picture: Area | None = None) -> dict:  # fmt: skip
+    """Write the plan of the track ``settings.subtitle_stream`` of ``video`` to ``out``; ``near``: the video's
+    near-map stores in frame order; ``picture``: the area of the frame they cover (None: the whole frame)."""
+    name = Path(video).name
+    track = next((t for t in probe["subtitles"] if t["index"] == settings.subtitle_stream), None)
+    if track is None:
+        raise BadVideo(video, f"subtitle stream #{settings.subtitle_stream} to burn is not in the file")
+    if not burnable(track):
+        raise BadVideo(video, f"subtitle stream #{track['index']} ({track['codec']}) cannot be drawn into the views")
+    info = probe["video"]
+    display = (info["display_width"], info["display_height"])
+    if picture is not None and picture.is_full(*display):
+        picture = None
+    cropped = picture is not None and settings.bars == "crop"
+    eye = picture.size if cropped else display  # (width, height) of each eye's view
+    area = picture or Area(0, 0, *display)  # what the near maps cover, in the eye's coordinates unless cropped
+    origin = (0, 0) if cropped else (area.x, area.y)
+    stereo = settings.stereo if picture is None or cropped else settings.stereo.inside(display[0], area.width)
+    times = info["pts_offset_s"] + np.asarray(probe["frame_pts_s"], np.float64)
+    frames = len(times)
+    placed = []
+    with tempfile.TemporaryDirectory(prefix="stereo3d-subtitles-") as work:
+        for cue, canvas in cue_pictures(video, track, eye, eye if cropped else display, work):
+            box = box_of(canvas)
+            if box is None:
+                continue
+            first = int(np.searchsorted(times, cue.start_s, "left"))
+            end = max(int(np.searchsorted(times, cue.end_s, "left")), min(first + 1, frames))
+            if first >= frames:
+                continue
+            x, y, width, height = box
+            placed.append([first, end, x, y, canvas[y : y + height, x : x + width].copy()])
+    parallax = _content_parallax(placed, near, frames, stereo, area, origin,
+                                 plane_at_frames(convergence_plan, stereo, near[0], float(info["fps"])))  # fmt: skip
+    margin = settings.subtitle_margin_pct / 100.0 * eye[0]
+    cues = [PlacedCue(first, end, x, y, image, max(float(shift), 0.0) + margin)
+            for (first, end, x, y, image), shift in zip(placed, parallax)]  # fmt: skip
+    SubtitlePlan(cues).save(out)
+    log.info("%s: %d subtitle cues of stream #%d (%s) in depth, parallax %s px", name, len(cues), track["index"],
+             track["codec"], f"{min(c.parallax for c in cues):.1f} .. {max(c.parallax for c in cues):.1f}"
+             if cues else "-")  # fmt: skip
+    return {"cues": len(cues), "stream": track["index"]}
+
+
+def _content_parallax(placed: list, near: Sequence[str | Path], frames: int, stereo, area: Area,
+                      origin: tuple[int, int], plane_at) -> np.ndarray:  # fmt: skip
+    """The largest parallax (px) of the content under each cue's box over the frames it is shown on (-inf where
+    its box covers none of the picture)."""
+    largest = np.full(len(placed), -np.inf)
+    if not placed:
+        return largest
+    by_frame: dict[int, list[int]] = {}
+    for number, (first, end, *_) in enumerate(placed):
+        for index in range(first, end):
+            by_frame.setdefault(index, []).append(number)
+    last = max(by_frame)
+    for index, near_map in enumerate(near_frames(near, 0, last + 1)):
+        for number in by_frame.get(index, ()):
+            _, _, x, y, image = placed[number]
+            region = _under(near_map, x - origin[0], y - origin[1], image.shape[1], image.shape[0], area)
+            if region is None:
+                continue
+            columns, value = region
+            settings = stereo if plane_at is None else stereo.at_plane(plane_at(index))
+            parallax = Parallax.of(settings, area.width)
+            depth = (float(value) - parallax.zero_plane) * parallax.divergence_px
+            if parallax.ramp is not None:  # the border taper: its largest effect over the box's columns
+                ramp = parallax.ramp[columns]
+                depth = depth * (float(ramp.max()) if depth > 0 else float(ramp.min()))
+            largest[number] = max(largest[number], depth - parallax.ipd_px)
+    return largest
+
+
+def _under(near_map: np.ndarray, x: int, y: int, width: int, height: int, area: Area):
+    """The picture's columns under a box (x, y, width, height, in the picture's coordinates) and the nearest value
+    of the near map there; None where the box lies outside the picture."""
+    left, top = max(x, 0), max(y, 0)
+    right, bottom = min(x + width, area.width), min(y + height, area.height)
+    if right <= left or bottom <= top:
+        return None
+    rows, cols = near_map.shape
+    r0, r1 = top * rows // area.height, max(-(-bottom * rows // area.height), top * rows // area.height + 1)
+    c0, c1 = left * cols // area.width, max(-(-right * cols // area.width), left * cols // area.width + 1)
+    values = near_map[r0:r1, c0:c1]
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return None
+    return np.arange(left, right), finite.max()

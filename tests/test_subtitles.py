@@ -1,0 +1,160 @@
+"""Subtitles burnt into both eyes in depth (subtitles.burn): the track chosen, each cue drawn once, placed in front
+of the nearest content under it over its time (never behind the screen), one depth a cue, measured from the pixels
+of the two eyes; text and bitmap tracks; through the workflow, with soft tracks kept or not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from harness import exported_workdir, pgs_subtitles, planned_jobs, snakemake, write_config
+
+from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.io.mapstore import write_maps
+from stereo3d.io.probe import probe_video
+from stereo3d.io.subtitles import choose_track
+from stereo3d.stages.render import RenderSettings, stereo_views
+from stereo3d.stages.subtitle_plan import plan_subtitles
+from stereo3d.stereo.subtitles import SubtitlePlan
+from stereo3d.stereo.warp import Renderer, StereoSettings
+
+W, H, FPS, FRAMES = 320, 180, 12, 12
+# The near maps (a quarter of the frame): far (0.1) everywhere, a near box (0.9) under the bottom middle.
+NEAR_BOX = (slice(30, 45), slice(20, 60))  # rows, columns of the map: frame y 120..180, x 80..240
+STEREO = StereoSettings(divergence_pct=4.0, convergence=0.5, edge_dilate_px=0, floating_window="off")
+# Parallax of the near box: (0.9 - 0.5) x 4 % of 320 px; of the far wall: -5.12 px, behind the screen.
+NEAR_PARALLAX, MARGIN = 0.4 * 12.8, 0.2 / 100 * W
+
+TRACKS = [
+    {"index": 2, "codec": "subrip", "language": "eng", "default": False},
+    {"index": 3, "codec": "ass", "language": "fra", "default": True},
+    {"index": 4, "codec": "hdmv_pgs_subtitle", "language": "jpn", "default": False},
+]
+
+
+@pytest.mark.parametrize(
+    ("burn", "index"),
+    [("none", None), ("auto", 3), ("eng", 2), ("FRA", 3), ("jpn", 4), ("deu", None), ("0", 2), (2, 4), ("3", None)],
+)
+def test_the_track_to_burn_is_the_default_one_or_named_by_language_or_number(burn, index):
+    chosen = choose_track(burn, TRACKS)
+    assert (chosen or {}).get("index") == index
+    assert choose_track("auto", [{**t, "default": False} for t in TRACKS])["index"] == 2  # no default: the first
+    assert choose_track("auto", []) is None
+
+
+ASS = """[Script Info]
+ScriptType: v4.00+
+PlayResX: 320
+PlayResY: 180
+
+[V4+ Styles]
+Format: Name, Fontname, Fontsize, PrimaryColour, OutlineColour, Bold, Italic, BorderStyle, Outline, Shadow, Alignment, \
+MarginL, MarginR, MarginV
+Style: Default,DejaVu Sans,40,&H00FFFFFF,&H00000000,1,0,1,2,0,2,10,10,8
+
+[Events]
+Format: Layer, Start, End, Style, Text
+Dialogue: 0,0:00:00.00,0:00:00.50,Default,NEAR
+Dialogue: 0,0:00:00.50,0:00:01.00,Default,{\\an7\\pos(8,4)}FAR
+""".replace("\\\n", "")
+
+
+def with_track(make_clip, tmp_path, track, *options) -> tuple:
+    """A 320x180 clip of 12 frames at 12 fps with one subtitle ``track`` (a file ffmpeg reads), and its probe."""
+    base = make_clip("base.mkv", width=W, height=H, frames=FRAMES, fps=str(FPS), pattern="boxes", codec="ffv1")
+    source = tmp_path / "source.mkv"
+    run_ffmpeg(["-i", ffmpeg_url(base), *options, "-i", ffmpeg_url(track), "-map", "0:v", "-map", "1", "-c", "copy",
+                "-y", ffmpeg_url(source)], source, "making the test source")  # fmt: skip
+    return source, probe_video(source)
+
+
+def near_store(tmp_path):
+    near = np.full((FRAMES, H // 4, W // 4), 0.1, np.float32)
+    near[:, NEAR_BOX[0], NEAR_BOX[1]] = 0.9
+    path = tmp_path / "near.zarr"
+    write_maps(path, near, "linear", attrs={"start": 0})
+    return path, near
+
+
+def eye_shift(with_cue: np.ndarray, without: np.ndarray) -> tuple[int, int]:
+    """How far right the right eye's drawing lies from the left eye's (the horizontal shift that best lays the
+    pixels the cue changed in one eye on those it changed in the other), and how many pixels it changed."""
+    changed = [(a != b).any(axis=2) for a, b in zip(with_cue, without)]
+    scores = {shift: int((np.roll(changed[0], shift, axis=1) & changed[1]).sum()) for shift in range(-20, 21)}
+    return max(scores, key=scores.get), int(changed[0].sum())
+
+
+def measured(source, probe, near, plan, frame_index):
+    from stereo3d.io.decode import FrameReader
+
+    with FrameReader(source, probe, start=frame_index, count=1) as frames:
+        frame = next(iter(frames))
+    with Renderer("cpu", threads=1) as renderer:
+        plain = stereo_views(renderer, frame, near[frame_index], STEREO)
+        burnt = stereo_views(renderer, frame, near[frame_index], STEREO, cues=plan.at(frame_index))
+    return eye_shift(burnt, plain)
+
+
+def test_a_text_cue_sits_in_front_of_the_nearest_content_under_it_and_never_behind_the_screen(make_clip, tmp_path):
+    style = tmp_path / "styled.ass"
+    style.write_text(ASS, encoding="utf-8")
+    source, probe = with_track(make_clip, tmp_path, style)
+    path, near = near_store(tmp_path)
+    settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"])
+    plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings)
+    plan = SubtitlePlan.load(tmp_path / "subtitles.npz")
+    assert [(cue.first, cue.end) for cue in plan.cues] == [(0, 6), (6, 12)]
+    near_cue, far_cue = plan.cues
+    # NEAR lies over the near box (bottom middle): in front of it by the margin. FAR, top left, over the far wall
+    # (behind the screen): on the screen plane, in front of it by the margin.
+    assert near_cue.y + near_cue.picture.shape[0] > 120 and 80 < near_cue.x < 240
+    assert near_cue.parallax == pytest.approx(NEAR_PARALLAX + MARGIN, abs=1e-3)
+    assert far_cue.x < 40 and far_cue.y < 40
+    assert far_cue.parallax == pytest.approx(MARGIN, abs=1e-6)
+    # From the pixels: the left eye's text lies right of the right eye's (in front of the screen), by the cue's
+    # parallax rounded, on every frame of the cue (one depth).
+    for index in (0, 3, 5):
+        shift, drawn = measured(source, probe, near, plan, index)
+        assert drawn > 200 and shift == -round(NEAR_PARALLAX + MARGIN), index
+    for index in (6, 11):
+        shift, drawn = measured(source, probe, near, plan, index)
+        assert drawn > 100 and shift == -round(MARGIN), index
+
+
+def test_a_bitmap_cue_is_scaled_to_the_eye_and_placed_in_depth(make_clip, tmp_path):
+    # A Blu-ray PGS track authored at half the frame's size: a white box over the near box, then one over the wall.
+    sup = tmp_path / "bitmaps.sup"
+    pgs_subtitles(sup, [(0.0, 0.5)], size=(W // 2, H // 2), box=(60, 70, 40, 12))
+    source, probe = with_track(make_clip, tmp_path, sup)
+    assert probe["subtitles"][0]["codec"] == "hdmv_pgs_subtitle"
+    path, near = near_store(tmp_path)
+    settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"])
+    plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings)
+    (cue,) = SubtitlePlan.load(tmp_path / "subtitles.npz").cues
+    assert (cue.first, cue.end) == (0, 6)
+    height, width = cue.picture.shape[:2]
+    assert 78 <= width <= 86 and 22 <= height <= 30 and 116 <= cue.x <= 122 and 136 <= cue.y <= 142  # scaled x2
+    assert cue.parallax == pytest.approx(NEAR_PARALLAX + MARGIN, abs=1e-3)
+    shift, drawn = measured(source, probe, near, SubtitlePlan.load(tmp_path / "subtitles.npz"), 2)
+    assert drawn > 1000 and shift == -round(NEAR_PARALLAX + MARGIN)
+
+
+def test_the_workflow_burns_a_track_in_depth_and_keeps_the_soft_tracks_or_not(tmp_path_factory):
+    from stereo3d.demo.samples import make_clip
+
+    workdir = exported_workdir(tmp_path_factory, "subtitles")
+    make_clip(workdir / "videos/talk.mkv", width=64, height=36, frames=12, fps="12", subtitles=True)
+    write_config(workdir, subtitles={"burn": "eng", "keep": False}, encode={"piece_frames": 8})
+    snakemake(workdir)
+    (plan,) = workdir.glob("work/talk/render/*/*/*/subtitles.npz")
+    cues = SubtitlePlan.load(plan).cues
+    assert cues and all(cue.parallax > 0 for cue in cues)
+    (result,) = (workdir / "results/talk").glob("*.mp4")
+    assert probe_video(result)["subtitles"] == []  # burnt in, not kept as a soft track
+    log = next(workdir.glob("logs/subtitle_plan/**/*.log")).read_text()
+    assert "subtitle cues of stream #1 (subrip) in depth" in log
+    # Kept too: the mux alone runs again (and the render before it, whose encoded video is not kept).
+    write_config(workdir, subtitles={"burn": "eng"}, encode={"piece_frames": 8})
+    assert planned_jobs(workdir) == {"render": 1, "join": 1, "qc_library": 1}
+    snakemake(workdir)
+    assert [s["language"] for s in probe_video(result)["subtitles"]] == ["eng"]
