@@ -158,3 +158,15 @@ def test_the_workflow_burns_a_track_in_depth_and_keeps_the_soft_tracks_or_not(tm
     assert planned_jobs(workdir) == {"render": 1, "join": 1, "qc_library": 1}
     snakemake(workdir)
     assert [s["language"] for s in probe_video(result)["subtitles"]] == ["eng"]
+
+
+def test_the_cues_of_each_frame_are_found_in_order_and_out_of_order():
+    from stereo3d.stereo.subtitles import PlacedCue
+
+    picture = np.zeros((2, 3, 4), np.uint8)
+    spans = [(0, 5), (3, 9), (4, 6), (20, 30)]
+    plan = SubtitlePlan([PlacedCue(first, end, 0, 0, picture, 1.0) for first, end in spans])
+    expected = [sorted((f, e) for f, e in spans if f <= index < e) for index in range(32)]
+    walked = [sorted((cue.first, cue.end) for cue in plan.at(index)) for index in range(32)]
+    assert walked == expected
+    assert [(c.first, c.end) for c in plan.at(4)] == [(0, 5), (3, 9), (4, 6)]  # asked again, after later frames

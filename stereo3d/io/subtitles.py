@@ -118,7 +118,7 @@ def cue_pictures(source: str | Path, track: dict, size: tuple[int, int], authore
 def read_cues(path: str | Path) -> list[Cue]:
     """The cues of the one subtitle stream of ``path``, in order: each packet that decodes to something shown is a
     cue from its time, for its duration, or where it has none (bitmap tracks: a set without pictures clears the
-    screen) until the next packet, ``LONGEST_CUE_S`` at most."""
+    screen) until the next packet, then ``LONGEST_CUE_S`` at most."""
     import av
 
     events: list[tuple[float, float | None, bool]] = []
@@ -135,8 +135,9 @@ def read_cues(path: str | Path) -> list[Cue]:
     for index, (start, end, shows) in enumerate(events):
         if not shows:
             continue
-        following = events[index + 1][0] if index + 1 < len(events) else start + LONGEST_CUE_S
-        end = min(end if end is not None else following, start + LONGEST_CUE_S)
+        if end is None:  # shown until the next set, which clears or replaces it
+            following = events[index + 1][0] if index + 1 < len(events) else start + LONGEST_CUE_S
+            end = min(following, start + LONGEST_CUE_S)
         if end > start:
             cues.append(Cue(start, end))
     return cues

@@ -44,10 +44,21 @@ class SubtitlePlan:
 
     def __init__(self, cues: list[PlacedCue]):
         self.cues = sorted(cues, key=lambda cue: cue.first)
+        self._next = 0  # the first cue not yet begun at the frame asked last
+        self._shown: list[PlacedCue] = []  # the cues begun by then and not yet over
+        self._last = -1
 
     def at(self, index: int) -> list[PlacedCue]:
-        """The cues shown on video frame ``index``."""
-        return [cue for cue in self.cues if cue.first <= index < cue.end]
+        """The cues shown on video frame ``index``: in constant time a frame while the frames are asked in order,
+        as a render walks them (a film has thousands of cues)."""
+        if index < self._last:
+            self._next, self._shown = 0, []
+        self._last = index
+        while self._next < len(self.cues) and self.cues[self._next].first <= index:
+            self._shown.append(self.cues[self._next])
+            self._next += 1
+        self._shown = [cue for cue in self._shown if cue.end > index]
+        return list(self._shown)
 
     def save(self, path: str | Path) -> None:
         pictures = [cue.picture.reshape(-1) for cue in self.cues]
