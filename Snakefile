@@ -29,6 +29,7 @@ rule all:
     default_target: True
     input:
         get_results,
+        get_sidecars,
         get_video_reports,
         T.library_reports(),
 

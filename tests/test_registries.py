@@ -20,7 +20,7 @@ from stereo3d.stages.render import AUTO_CODEC, EncodeSettings, RenderSettings
 from stereo3d.stereo.layouts import LAYOUTS, SIGNALS
 from stereo3d.stereo.warp import FLOATING_WINDOW, StereoSettings
 from stereo3d.workflow.config import load_schema, validate_config
-from stereo3d.workflow.keys import MUX_ONLY, near_key, render_key
+from stereo3d.workflow.keys import MUX_ONLY, SIDECAR_ONLY, near_key, render_key
 from stereo3d.workflow.videos import VideoSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def test_the_render_stage_names_every_key_that_changes_its_results_by_its_dotted
     settings = RenderSettings.from_sections(config, bars=True, subtitle_stream=3)
     params = settings.params()
     # subtitles.burn reaches the render as the stream it chose (by the probe): a video without one is not rerun.
-    named = {*params, *MUX_ONLY} - {"subtitles.burn_stream"} | {"subtitles.burn"}
+    named = {*params, *MUX_ONLY, *SIDECAR_ONLY} - {"subtitles.burn_stream"} | {"subtitles.burn"}
     assert named == {f"render.{k}" for k in render} | {f"encode.{k}" for k in encode} | {
         f"subtitles.{k}" for k in subtitles}  # fmt: skip
     assert params["render.vr180_fov_deg"] == 100 and params["encode.crf"] == config["encode"]["crf"]

@@ -95,6 +95,7 @@ EMA_LIBRARY = {
     "subtitles.burn": ("auto", ENCODE | {"subtitle_plan"}),  # (the QC figures are of the depth, not the cues)
     "subtitles.margin_pct": (1.0, NOTHING),  # a setting of burnt subtitles alone
     "subtitles.keep": (False, ENCODE),  # the final mux, and the render before it (not kept once muxed)
+    "subtitles.sidecar": (True, {"subtitle_sidecar"}),  # the clip's text track beside the result: a new file
     "runtime.providers": (["cuda", "cpu"], NOTHING),  # speed only, like every runtime key but precision
     "runtime.precision": ("fast", DEPTH),  # other numbers: the depth key says _fast
     "runtime.threads": (2, NOTHING),

@@ -158,6 +158,14 @@ def test_the_workflow_burns_a_track_in_depth_and_keeps_the_soft_tracks_or_not(tm
     assert planned_jobs(workdir) == {"render": 1, "join": 1, "qc_library": 1}
     snakemake(workdir)
     assert [s["language"] for s in probe_video(result)["subtitles"]] == ["eng"]
+    # The text track beside the result too, for players that draw a sidecar: its lines in both eyes; nothing else
+    # runs again.
+    write_config(workdir, subtitles={"burn": "eng", "sidecar": True}, encode={"piece_frames": 8})
+    assert planned_jobs(workdir) == {"subtitle_sidecar": 1}
+    snakemake(workdir)
+    sidecar = result.with_name(result.stem + ".0.eng.ass").read_text(encoding="utf-8")
+    source_lines = [line for line in sidecar.splitlines() if line.startswith("Dialogue:")]
+    assert len(source_lines) == 2 * len(cues) and "PlayResX" in sidecar
 
 
 def test_the_cues_of_each_frame_are_found_in_order_and_out_of_order():
@@ -170,3 +178,44 @@ def test_the_cues_of_each_frame_are_found_in_order_and_out_of_order():
     walked = [sorted((cue.first, cue.end) for cue in plan.at(index)) for index in range(32)]
     assert walked == expected
     assert [(c.first, c.end) for c in plan.at(4)] == [(0, 5), (3, 9), (4, 6)]  # asked again, after later frames
+
+
+def drawn_halves(script: str, packed: tuple[int, int], tmp_path) -> list[np.ndarray]:
+    """What libass draws of ``script`` over a transparent packed frame at 0.2 s: its alpha in each half (the left
+    and right eye of side by side)."""
+    import cv2
+
+    path = tmp_path / "sidecar.ass"
+    path.write_text(script, encoding="utf-8")
+    out = tmp_path / "drawn.png"
+    run_ffmpeg(["-y", "-f", "lavfi", "-i", f"color=c=black@0:s={packed[0]}x{packed[1]}:r=5:d=0.4,format=rgba",
+                "-vf", f"subtitles=filename='{path.as_posix()}':alpha=1", "-ss", "0.2", "-frames:v", "1", "-update",
+                "1", ffmpeg_url(out)], out, "drawing the sidecar")  # fmt: skip
+    alpha = cv2.imread(str(out), cv2.IMREAD_UNCHANGED)[..., 3] > 64
+    return [alpha[:, : packed[0] // 2], alpha[:, packed[0] // 2 :]]
+
+
+def test_a_sidecar_places_every_line_in_both_eyes_at_its_depth(tmp_path):
+    from stereo3d.stereo.sidecar import stereo_ass
+
+    script = ASS.replace("{\\an7\\pos(8,4)}FAR", "{\\an7\\pos(20,30)}FAR").replace(
+        "0:00:00.50,Default,NEAR", "0:00:00.40,Default,NEAR"
+    )
+    depth = {0.0: 10.0, 0.5: 0.0}  # px of parallax at a 320 px eye: NEAR 10 (in front), FAR 0
+
+    sidecar = stereo_ass(script, "left_right", W, lambda start, end: depth[start])
+    assert "PlayResX: 640" in sidecar and "PlayResY: 180" in sidecar
+    lines = [line for line in sidecar.splitlines() if line.startswith("Dialogue:")]
+    assert len(lines) == 4  # each event in both eyes
+    assert "\\pos(20.0,30.0)" in lines[2] and "\\pos(340.0,30.0)" in lines[3]  # FAR: the right eye's copy 320 on
+    # NEAR as libass draws it over a full side-by-side frame: in each eye's half, the left eye's copy 10 px right of
+    # the right eye's (in front of the screen, as a burnt cue); styles, size and line kept.
+    left, right = drawn_halves(sidecar, (2 * W, H), tmp_path)
+    assert left.sum() > 300 and abs(int(left.sum()) - int(right.sum())) < 0.02 * left.sum()
+    scores = {shift: int((np.roll(left, shift, axis=1) & right).sum()) for shift in range(-20, 21)}
+    assert max(scores, key=scores.get) == -10
+    # Top and bottom: the copies in the upper and the lower half, each at its eye's bottom margin.
+    stacked = stereo_ass(script, "top_bottom", W, lambda start, end: 0.0)
+    assert "PlayResX: 320" in stacked and "PlayResY: 360" in stacked
+    near = [line for line in stacked.splitlines() if line.startswith("Dialogue:") and "NEAR" in line]
+    assert [line.split(",")[7] for line in near] == ["188", "8"]  # MarginV: above the top eye's bottom, the frame's

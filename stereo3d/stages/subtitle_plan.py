@@ -1,6 +1,7 @@
-"""The subtitle plan of a video (``subtitles.burn``): every cue of the chosen track drawn once at the eye's size,
-where it is shown, and at what parallax (``stereo3d.stereo.subtitles``), from the near maps of every frame it is
-shown on. One plan per video, so that a cue keeps one depth across the segments that render it."""
+"""Subtitles placed in depth over a video's near maps: the subtitle plan (``subtitles.burn``: every cue of the chosen
+track drawn once at the eye's size, where it is shown, and at what parallax, ``stereo3d.stereo.subtitles``; one plan
+per video, so that a cue keeps one depth across the segments that render it), and the sidecar files
+(``subtitles.sidecar``: each text track as ASS placed in both eyes at the same depths, ``stereo3d.stereo.sidecar``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from stereo3d.errors import BadVideo
-from stereo3d.io.subtitles import burnable, cue_pictures
+from stereo3d.io.atomic import atomic_output
+from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
+from stereo3d.io.subtitles import TEXT, burnable, cue_pictures
 from stereo3d.stages.render import RenderSettings, near_frames, plane_at_frames
 from stereo3d.stereo.bars import Area
+from stereo3d.stereo.layouts import get_layout
+from stereo3d.stereo.sidecar import stereo_ass
 from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, box_of
 from stereo3d.stereo.warp import Parallax
 
@@ -26,10 +31,23 @@ def plan_subtitles(video: str | Path, probe: dict, near: Sequence[str | Path], o
                    picture: Area | None = None) -> dict:  # fmt: skip
     """Write the plan of the track ``settings.subtitle_stream`` of ``video`` to ``out``; ``near``: the video's
     near-map stores in frame order; ``picture``: the area of the frame they cover (None: the whole frame)."""
-    name = Path(video).name
     track = next((t for t in probe["subtitles"] if t["index"] == settings.subtitle_stream), None)
     if track is None:
         raise BadVideo(video, f"subtitle stream #{settings.subtitle_stream} to burn is not in the file")
+    cues = placed_cues(video, probe, track, near, settings, settings.subtitle_margin_pct, convergence_plan, picture)
+    SubtitlePlan(cues).save(out)
+    log.info("%s: %d subtitle cues of stream #%d (%s) in depth, parallax %s px", Path(video).name, len(cues),
+             track["index"], track["codec"], f"{min(c.parallax for c in cues):.1f} .. "
+             f"{max(c.parallax for c in cues):.1f}" if cues else "-")  # fmt: skip
+    return {"cues": len(cues), "stream": track["index"]}
+
+
+def placed_cues(video: str | Path, probe: dict, track: dict, near: Sequence[str | Path], settings: RenderSettings,
+                margin_pct: float, convergence_plan: str | Path | None = None,
+                picture: Area | None = None) -> list[PlacedCue]:  # fmt: skip
+    """Every cue of ``track`` (a probe's subtitle entry) drawn at the eye's size and placed in depth, as the render
+    of ``settings`` shows the video (its layout's eye, its bars, its parallax), ``margin_pct`` of the width in front
+    of the content under it."""
     if not burnable(track):
         raise BadVideo(video, f"subtitle stream #{track['index']} ({track['codec']}) cannot be drawn into the views")
     info = probe["video"]
@@ -57,14 +75,9 @@ def plan_subtitles(video: str | Path, probe: dict, near: Sequence[str | Path], o
             placed.append([first, end, x, y, canvas[y : y + height, x : x + width].copy()])
     parallax = _content_parallax(placed, near, frames, stereo, area, origin,
                                  plane_at_frames(convergence_plan, stereo, near[0], float(info["fps"])))  # fmt: skip
-    margin = settings.subtitle_margin_pct / 100.0 * eye[0]
-    cues = [PlacedCue(first, end, x, y, image, max(float(shift), 0.0) + margin)
+    margin = margin_pct / 100.0 * eye[0]
+    return [PlacedCue(first, end, x, y, image, max(float(shift), 0.0) + margin)
             for (first, end, x, y, image), shift in zip(placed, parallax)]  # fmt: skip
-    SubtitlePlan(cues).save(out)
-    log.info("%s: %d subtitle cues of stream #%d (%s) in depth, parallax %s px", name, len(cues), track["index"],
-             track["codec"], f"{min(c.parallax for c in cues):.1f} .. {max(c.parallax for c in cues):.1f}"
-             if cues else "-")  # fmt: skip
-    return {"cues": len(cues), "stream": track["index"]}
 
 
 def _content_parallax(placed: list, near: Sequence[str | Path], frames: int, stereo, area: Area,
@@ -111,3 +124,36 @@ def _under(near_map: np.ndarray, x: int, y: int, width: int, height: int, area: 
     if not finite.size:
         return None
     return np.arange(left, right), finite.max()
+
+
+def write_sidecar(video: str | Path, probe: dict, stream: int, near: Sequence[str | Path], out: str | Path,
+                  settings: RenderSettings, margin_pct: float, convergence_plan: str | Path | None = None,
+                  picture: Area | None = None) -> dict:  # fmt: skip
+    """Write the text subtitle stream ``stream`` of ``video`` to ``out`` as an ASS file with every event in both eyes
+    of ``settings``' layout (``stereo3d.stereo.sidecar``), at the depth its cues are placed at (``placed_cues``)."""
+    track = next((t for t in probe["subtitles"] if t["index"] == stream), None)
+    if track is None or track["codec"] not in TEXT:
+        raise BadVideo(video, f"subtitle stream #{stream} is not a text track of the file")
+    arrangement = get_layout(settings.layout).stereo_mode
+    cues = placed_cues(video, probe, track, near, settings, margin_pct, convergence_plan, picture)
+    info = probe["video"]
+    times = info["pts_offset_s"] + np.asarray(probe["frame_pts_s"], np.float64)
+    margin = margin_pct / 100.0 * info["display_width"]
+
+    def parallax_at(start_s: float, end_s: float) -> float:
+        # The script's times count from the file's start; the frames' from the source's own clock.
+        first = int(np.searchsorted(times, start_s + probe["start_s"], "left"))
+        end = max(int(np.searchsorted(times, end_s + probe["start_s"], "left")), first + 1)
+        return max((cue.parallax for cue in cues if cue.first < end and cue.end > first), default=margin)
+
+    with tempfile.TemporaryDirectory(prefix="stereo3d-sidecar-") as work:
+        ass = Path(work) / "track.ass"
+        run_ffmpeg(["-y", "-i", ffmpeg_url(video), "-map", f"0:{stream}", "-c:s", "ass", "-f", "ass", ffmpeg_url(ass)],
+                   video, "converting the subtitle track to ASS")  # fmt: skip
+        text = stereo_ass(ass.read_text(encoding="utf-8", errors="replace"), arrangement, info["display_width"],
+                          parallax_at)  # fmt: skip
+    with atomic_output(Path(out)) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    log.info("%s: subtitle stream #%d (%s) written for the %s layout, both eyes placed: %s", Path(video).name,
+             stream, track["codec"], settings.layout, Path(out).name)  # fmt: skip
+    return {"stream": stream, "cues": len(cues)}

@@ -73,6 +73,7 @@ def parse_depth_key(key: str) -> dict:
 # The render's keys are the fields of its settings (stereo3d.stages.render.RenderSettings: the layout, the
 # renderer's StereoSettings, the encoder's EncodeSettings, render.bars for a video with bars, the layout's options).
 MUX_ONLY = ("encode.container", "subtitles.keep")  # read by the final mux (rule join) alone
+SIDECAR_ONLY = ("subtitles.sidecar",)  # whether the files beside the result are written (rule subtitle_sidecar)
 
 
 def near_key(settings: NearSettings) -> str:

@@ -27,6 +27,8 @@ class Paths:
         # subtitles.burn: every cue of the burnt track, its picture, frames and parallax (stereo3d.stereo.subtitles)
         self.subtitle_plan = f"{work}/{{video}}/render/{{dkey}}/{{nkey}}/{{rkey}}/subtitles.npz"
         self.result = f"{self.results}/{{video}}/{{video}}{{tag}}.{{ext}}"
+        # subtitles.sidecar: a text track beside the result ({rank}: among the subtitle tracks, from 0)
+        self.sidecar = f"{self.results}/{{video}}/{{video}}{{tag}}.{{rank}}.{{language}}.ass"
         # The preview (target `preview`): per clip ({seg}: the clip's frame range), and the settings grid.
         preview = f"{work}/{{video}}/preview"
         self.preview_depth = f"{preview}/depth/{{dkey}}/{{seg}}.zarr"

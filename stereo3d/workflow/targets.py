@@ -184,6 +184,24 @@ class Targets:
         """The finished files of ``videos`` (default: every video to convert)."""
         return [self.result(video) for video in sorted(self.videos if videos is None else videos)]
 
+    def sidecars(self, videos=None) -> list[str]:
+        """The subtitle files written beside the finished files of ``videos`` (``subtitles.sidecar``)."""
+        paths = []
+        for video in sorted(self.videos if videos is None else videos):
+            tag, _ = self.settings[video].result_name()
+            for rank, language, _ in self.settings[video].sidecar_tracks(self.shape(video)):
+                paths.append(fill(self.paths.sidecar, video=video, tag=tag, rank=rank, language=language))
+        return paths
+
+    def sidecar_params(self, wildcards) -> dict:
+        """The sidecar job's params: the stream of its rank, the render settings and the keys of the near maps
+        it places the track over (the current ones)."""
+        video = wildcards.video
+        tracks = {rank: stream for rank, _, stream in self.settings[video].sidecar_tracks(self.shape(video))}
+        return {"stream": tracks[int(wildcards.rank)], "render": self.render_settings(video).params(),
+                "margin_pct": self.settings[video].sections["subtitles"]["margin_pct"],
+                "dkey": self.depth_key(video)}  # fmt: skip
+
     def exports(self, videos=None) -> list[str]:
         """``snakemake exports``: every model the videos use and ``export.da3_extra`` (the configured DA3 model at
         each of its aspect tiers when the library is empty), plus the configured NVDS tiers x modes when NVDS

@@ -5,15 +5,17 @@ says (its shape under ``da3.fit: aspect``, the picture inside baked-in bars), th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from stereo3d.io.subtitles import burnable, choose_track
+from stereo3d.io.subtitles import TEXT, burnable, choose_track
 from stereo3d.stabilisers import NearSettings, Stabiliser
 from stereo3d.stages.depth import DepthSettings
 from stereo3d.stages.probe import picture_of
 from stereo3d.stages.render import RenderSettings
 from stereo3d.stereo.bars import Area
-from stereo3d.stereo.layouts import LAYOUT_TAGS
+from stereo3d.stereo.layouts import LAYOUT_TAGS, get_layout
+from stereo3d.stereo.sidecar import ARRANGEMENTS
 from stereo3d.stereo.warp import StereoSettings
 from stereo3d.workflow import keys
 
@@ -55,11 +57,26 @@ class VideoSettings:
     def needs_shape(self) -> bool:
         """Whether the video's keys depend on its probe: on its shape (``fit: aspect``), on the picture area inside
         its frame (unless ``render.bars: ignore``), or on its subtitle tracks (``subtitles.burn``)."""
-        return self.sections["da3"]["fit"] == "aspect" or self.uses_bars or self.burns_subtitles
+        return self.sections["da3"]["fit"] == "aspect" or self.uses_bars or self.burns_subtitles or self.writes_sidecars
 
     @property
     def burns_subtitles(self) -> bool:
         return str(self.sections["subtitles"]["burn"]).lower() != "none"
+
+    @property
+    def writes_sidecars(self) -> bool:
+        """Whether text tracks are written beside the result (``subtitles.sidecar``, a layout they can follow)."""
+        layout = get_layout(self.sections["render"]["layout"])
+        return bool(self.sections["subtitles"]["sidecar"]) and layout.stereo_mode in ARRANGEMENTS
+
+    def sidecar_tracks(self, shape: VideoShape | None) -> list[tuple[int, str, int]]:
+        """(rank among the subtitle tracks, language, stream index) of each text track written beside the result."""
+        if not self.writes_sidecars:
+            return []
+        if shape is None:
+            raise ValueError("the video's subtitle tracks are needed (subtitles.sidecar), and no probe")
+        return [(rank, _language(track["language"]), track["index"])
+                for rank, track in enumerate(shape.subtitle_tracks()) if track["codec"] in TEXT]  # fmt: skip
 
     @property
     def uses_bars(self) -> bool:
@@ -144,3 +161,9 @@ class VideoSettings:
     def result_name(self) -> tuple[str, str]:
         """The finished file's layout tag and extension (``_LRF_Full_SBS``, ``mp4``)."""
         return LAYOUT_TAGS[self.sections["render"]["layout"]], self.sections["encode"]["container"]
+
+
+def _language(tag: str | None) -> str:
+    """A track's language as a file name part: its ISO 639 code (eng), und where it has none of that form."""
+    tag = (tag or "").lower()
+    return tag if re.fullmatch(r"[a-z]{2,3}", tag) else "und"

@@ -107,6 +107,8 @@ wildcard_constraints:
     ckey=keys.CONVERGENCE_KEY,
     tag="|".join(LAYOUT_TAGS.values()),
     ext="mp4|mkv",
+    rank=r"[0-9]+",
+    language=r"[a-z]{2,3}",
 
 
 def converting():

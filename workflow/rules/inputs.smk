@@ -27,6 +27,16 @@ def get_results(wildcards):
     return T.results(converting())
 
 
+def get_sidecars(wildcards):
+    return T.sidecars(converting())
+
+
+def get_current_near_segments(wildcards):
+    """Every near-map segment of the video at its current keys."""
+    v = wildcards.video
+    return segment_paths(P.near_maps, v, dkey=T.depth_key(v), nkey=T.near_key(v))
+
+
 def get_video_reports(wildcards):
     return T.video_reports(converting())
 

@@ -112,6 +112,29 @@ rule subtitle_plan:
         "../../scripts/subtitle_plan.py"
 
 
+# A text subtitle track beside the result (subtitles.sidecar), every line placed in both eyes at
+# the depth of its cues over the near maps.
+rule subtitle_sidecar:
+    input:
+        source=get_source,
+        probe=rules.probe.output.json,
+        frames=rules.probe.output.frames,
+        near=get_current_near_segments,
+        convergence_plan=get_qc_convergence_plan,
+    output:
+        P.sidecar,
+    log:
+        P.log("subtitle_sidecar", "{video}{tag}.{rank}.{language}"),
+    benchmark:
+        P.benchmark("subtitle_sidecar", "{video}{tag}.{rank}.{language}")
+    conda:
+        "../../envs/runtime.yaml"
+    params:
+        sidecar=T.sidecar_params,
+    script:
+        "../../scripts/subtitle_sidecar.py"
+
+
 # Near maps (larger = nearer) of one segment, stabilised over time as configured.
 rule near_maps:
     input:
