@@ -370,7 +370,7 @@ def _kernels():
     run_moves, background_side = shared["run_moves"], shared["background_side"]
     background_depth, fill_from_neighbours = shared["background_depth"], shared["fill_from_neighbours"]
     background_repeat, smooth_pixel = shared["background_repeat"], shared["smooth_pixel"]
-    fmul = scalar.fmul.py_func if _simulated() else _libdevice().fmul_rn
+    fmul = scalar.device_products()["fmul"]
     threads = _ROW_THREADS
     most, channels_most = upsample.MOST_CANDIDATES, upsample.MOST_CHANNELS
     neighbours_most = fill.MOST_NEIGHBOURS
@@ -497,15 +497,3 @@ def _kernels():
 
     return types.SimpleNamespace(colours=colours, enlarge=enlarge, finish=finish, columns=columns, sample=sample,
                                  gather=gather, smooth=smooth)  # fmt: skip
-
-
-def _simulated() -> bool:
-    from numba import config
-
-    return bool(config.ENABLE_CUDASIM)
-
-
-def _libdevice():
-    from numba.cuda import libdevice
-
-    return libdevice

@@ -38,14 +38,7 @@ def for_cuda(functions: dict, cuda) -> dict:
     """CUDA device functions of the shared ``functions`` ({name: numba CPU dispatcher or Python function}): each
     one's Python source compiled for ``cuda`` (numba's CUDA module, or its simulator), where the names of the
     others and ``fmul``/``dmul`` mean their device versions."""
-    from numba import config
-
-    if config.ENABLE_CUDASIM:  # the simulator runs Python: its products are rounded once already
-        overrides = {"fmul": fmul.py_func, "dmul": dmul.py_func}
-    else:
-        from numba.cuda import libdevice
-
-        overrides = {"fmul": libdevice.fmul_rn, "dmul": libdevice.dmul_rn}
+    overrides = device_products()
     clones = {}
     for name, function in functions.items():
         source = getattr(function, "py_func", function)
@@ -56,3 +49,15 @@ def for_cuda(functions: dict, cuda) -> dict:
         clone.__globals__.update(overrides)
         clone.__globals__.update(compiled)
     return compiled
+
+
+def device_products() -> dict:
+    """``fmul`` and ``dmul`` as a GPU's code calls them: libdevice's unfused products, or under numba's CUDA
+    simulator (which runs Python, whose products are rounded once already) the plain ones."""
+    from numba import config
+
+    if config.ENABLE_CUDASIM:
+        return {"fmul": fmul.py_func, "dmul": dmul.py_func}
+    from numba.cuda import libdevice
+
+    return {"fmul": libdevice.fmul_rn, "dmul": libdevice.dmul_rn}
