@@ -219,3 +219,39 @@ def test_a_sidecar_places_every_line_in_both_eyes_at_its_depth(tmp_path):
     assert "PlayResX: 320" in stacked and "PlayResY: 360" in stacked
     near = [line for line in stacked.splitlines() if line.startswith("Dialogue:") and "NEAR" in line]
     assert [line.split(",")[7] for line in near] == ["188", "8"]  # MarginV: above the top eye's bottom, the frame's
+
+
+@pytest.mark.parametrize(("layout", "squeeze"), [("full_tb", 1), ("half_sbs", 2), ("half_tb", 1)])
+def test_a_dvd_cue_is_burnt_in_depth_in_every_packing(make_clip, tmp_path, layout, squeeze):
+    # A DVD (VobSub) track, from the PGS file as DVD rips store it; drawn into each eye before the packing, so a
+    # squeezed packing squeezes the cue and its parallax with the picture.
+    from stereo3d.stages.render import stereo_frame
+    from stereo3d.stereo.layouts import get_layout
+
+    sup = tmp_path / "bitmaps.sup"
+    pgs_subtitles(sup, [(0.0, 0.5)], size=(W // 2, H // 2), box=(60, 70, 40, 12))
+    base = make_clip("base.mkv", width=W, height=H, frames=FRAMES, fps=str(FPS), pattern="boxes", codec="ffv1")
+    mkv = tmp_path / "dvd.mkv"
+    run_ffmpeg(["-i", ffmpeg_url(base), "-fix_sub_duration", "-i", ffmpeg_url(sup), "-map", "0", "-map", "1", "-c:v",
+                "copy", "-c:s", "dvdsub", "-y", ffmpeg_url(mkv)], mkv, "making the DVD track")  # fmt: skip
+    probe = probe_video(mkv)
+    assert probe["subtitles"][0]["codec"] == "dvd_subtitle"
+    path, near = near_store(tmp_path)
+    settings = RenderSettings(stereo=STEREO, layout=layout, subtitle_stream=probe["subtitles"][0]["index"])
+    plan_subtitles(mkv, probe, [path], tmp_path / "subtitles.npz", settings)
+    plan = SubtitlePlan.load(tmp_path / "subtitles.npz")
+    assert plan.cues and plan.cues[0].parallax == pytest.approx(NEAR_PARALLAX + MARGIN, abs=1e-3)
+    from stereo3d.io.decode import FrameReader
+
+    with FrameReader(mkv, probe, start=2, count=1) as frames:
+        frame = next(iter(frames))
+    with Renderer("cpu", threads=1) as renderer:
+        packed = [stereo_frame(renderer, frame, near[2], STEREO, layout, {}, cues=cues) for cues in ((), plan.at(2))]
+    side = get_layout(layout).stereo_mode == "left_right"
+
+    def eyes(image):
+        return (image[:, : image.shape[1] // 2], image[:, image.shape[1] // 2 :]) if side else (
+            image[: image.shape[0] // 2], image[image.shape[0] // 2 :])  # fmt: skip
+
+    shift, drawn = eye_shift(eyes(packed[1]), eyes(packed[0]))
+    assert drawn > 300 // squeeze and shift == -round(round(NEAR_PARALLAX + MARGIN) / squeeze)

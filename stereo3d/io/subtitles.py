@@ -3,16 +3,19 @@ shown) and each cue drawn once, as a transparent picture of the eye's size.
 
 Text tracks (SubRip, ASS/SSA, WebVTT, MP4 timed text) are drawn by libass through ffmpeg's ``subtitles`` filter,
 with their styles and the fonts the file carries; bitmap tracks (Blu-ray PGS, DVD VobSub, DVB) by ffmpeg's own
-subtitle decoder, scaled from the size they were authored at. Either way one ffmpeg process draws every cue: the
-track is first copied out of the source (with its fonts and its own times), then drawn over a transparent canvas
-that has one frame at the middle of each cue (a concat list of one blank picture), and the frames come back as raw
-RGBA. A cue is drawn as it looks at that moment (ASS animations and karaoke are not followed: a 3D subtitle keeps
-one place and one depth for its cue).
+subtitle decoder, scaled from the size they were authored at. The track is first copied out of the source (with its
+fonts and its own times); then one ffmpeg process draws every cue. Text: over a transparent canvas that has one
+frame at the middle of each cue (a concat list of one blank picture). Bitmaps: as the decoder composes the screen at
+each of its changes, each cue taking the picture shown at its middle. The frames come back as raw RGBA. A cue is
+drawn as it looks at that moment (ASS animations and karaoke are not followed: a 3D subtitle keeps one place and
+one depth for its cue).
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -31,6 +34,7 @@ BITMAP = frozenset({"hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle"})
 BURN_CHOICES = ("none", "auto")  # besides a language (eng) or a track's number among the subtitle tracks (0, 1, ...)
 # A bitmap cue whose decoder gives no end is shown until the next one, or for this long at most.
 LONGEST_CUE_S = 10.0
+UNKNOWN_DURATION = 0xFFFFFFFF  # a packet duration that says none is known
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,15 @@ def cue_pictures(source: str | Path, track: dict, size: tuple[int, int], authore
     cues = read_cues(copy)
     if not cues:
         return
+    if track["codec"] in TEXT:
+        yield from _text_pictures(source, track, copy, cues, size, authored, work)
+    else:
+        yield from _bitmap_pictures(source, track, copy, cues, size)
+
+
+def _text_pictures(source, track, copy: Path, cues: list[Cue], size, authored, work: Path):
+    """Text cues drawn by libass over a transparent canvas with a frame at the middle of each cue (a concat list of
+    one blank picture), in cue order."""
     import cv2  # (here: the workflow's DAG build reads choose_track from this module, not the rest)
 
     width, height = size
@@ -83,36 +96,55 @@ def cue_pictures(source: str | Path, track: dict, size: tuple[int, int], authore
     cv2.imwrite(str(blank), np.zeros((height, width, 4), np.uint8))
     canvas = work / "canvas.ffconcat"
     canvas.write_text(_canvas_list(blank, [(cue.start_s + cue.end_s) / 2 for cue in cues]), encoding="utf-8")
-    inputs = ["-f", "concat", "-safe", "0", "-i", ffmpeg_url(canvas)]
-    if track["codec"] in TEXT:
-        # (The copy's path is the package's own, so that no user's file name needs the filter's escaping.)
-        graph = ["-vf", f"format=rgba,subtitles=filename={_filter_path(copy)}:alpha=1"
-                        f":original_size={authored[0]}x{authored[1]}"]  # fmt: skip
-    else:
-        inputs += ["-copyts", "-i", ffmpeg_url(copy)]
-        graph = ["-filter_complex", f"[1:s:0]scale={width}:{height}[cue];[0:v]format=rgba[blank];"
-                                    "[blank][cue]overlay=eof_action=pass:format=auto,format=rgba"]  # fmt: skip
-    args = ["-y", *inputs, *graph, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1"]
+    # (The copy's path is the package's own, so that no user's file name needs the filter's escaping.)
+    args = ["-y", "-f", "concat", "-safe", "0", "-i", ffmpeg_url(canvas), "-vf",
+            f"format=rgba,subtitles=filename={_filter_path(copy)}:alpha=1:original_size={authored[0]}x{authored[1]}",
+            "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1"]  # fmt: skip
+    # The canvas's first frame is its start (time 0), before the first cue's.
+    for index, picture in enumerate(_raw_frames(args, size, source, track)):
+        if 1 <= index <= len(cues):
+            yield cues[index - 1], picture
+
+
+def _bitmap_pictures(source, track, copy: Path, cues: list[Cue], size):
+    """Bitmap cues as ffmpeg's decoder composes them (each change of the screen a picture of the track's own size,
+    scaled to the eye): their times read first, then each cue takes the picture shown at its middle. (Over a canvas,
+    with ffmpeg's overlay, a cue's frame came out or not from one run to the next.)"""
+    width, height = size
+    graph = f"[0:s:0]scale={width}:{height},format=rgba,showinfo"
+    times = run_ffmpeg(["-copyts", "-i", ffmpeg_url(copy), "-filter_complex", graph, "-fps_mode", "passthrough", "-f",
+                        "null", "-"], source, "reading the times of the bitmap subtitles")  # fmt: skip
+    shown = [float(time) for time in re.findall(rb"pts_time:\s*(-?[0-9.]+)", times.stderr)]
+    wanted: dict[int, list[Cue]] = {}
+    for cue in cues:
+        index = bisect.bisect_right(shown, (cue.start_s + cue.end_s) / 2) - 1
+        if index >= 0:
+            wanted.setdefault(index, []).append(cue)
+    args = ["-y", "-copyts", "-i", ffmpeg_url(copy), "-filter_complex", graph, "-fps_mode", "passthrough", "-f",
+            "rawvideo", "-pix_fmt", "rgba", "pipe:1"]  # fmt: skip
+    for index, picture in enumerate(_raw_frames(args, size, source, track)):
+        for cue in wanted.get(index, ()):
+            yield cue, picture
+
+
+def _raw_frames(args: list[str], size: tuple[int, int], source, track) -> Iterator[np.ndarray]:
+    """The RGBA frames (of ``size``) an ffmpeg run writes to its standard output, one at a time."""
+    width, height = size
     frame_bytes = width * height * 4
-    with tempfile.TemporaryFile(dir=work) as errors:
+    with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen(ffmpeg_command(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=errors)  # fmt: skip
         try:
-            # The canvas's first frame is its start (time 0), before the first cue's.
-            pictures = iter(lambda: process.stdout.read(frame_bytes), b"")
-            for index, data in enumerate(pictures):
-                if index == 0:
-                    continue
-                if index > len(cues) or len(data) != frame_bytes:
+            for data in iter(lambda: process.stdout.read(frame_bytes), b""):
+                if len(data) != frame_bytes:
                     break
-                yield cues[index - 1], np.frombuffer(data, np.uint8).reshape(height, width, 4)
+                yield np.frombuffer(data, np.uint8).reshape(height, width, 4)
         finally:
             process.stdout.close()
             returncode = process.wait()
         if returncode:
             errors.seek(0)
-            cause = last_error_line(errors.read())
-            raise BadVideo(source, f"drawing subtitle stream #{track['index']}: {cause}")
+            raise BadVideo(source, f"drawing subtitle stream #{track['index']}: {last_error_line(errors.read())}")
 
 
 def read_cues(path: str | Path) -> list[Cue]:
@@ -128,7 +160,9 @@ def read_cues(path: str | Path) -> list[Cue]:
             if packet.pts is None:
                 continue
             start = float(packet.pts * packet.time_base)
-            until = start + float(packet.duration * packet.time_base) if packet.duration else None
+            # (A DVD track may carry the 32-bit "unknown" as its duration.)
+            known = packet.duration and packet.duration < UNKNOWN_DURATION
+            until = start + float(packet.duration * packet.time_base) if known else None
             events.append((start, until, len(packet.decode()) > 0))
     events.sort(key=lambda event: event[0])
     cues = []
