@@ -86,6 +86,10 @@ FIGURES = (
     Figure("Q3", "hole flicker, renderer's fill / Telea's", "viewing", "figures",
            smoke={"size": (192, 108), "frames": 6}),
     Figure("Q4", "subject parallax after easing, convergence auto (% of width)", "convergence", "figure"),
+    Figure("Q5", "hole PSNR of a single picture's fill - Telea's, the garden (dB)", "viewing", "hard_figures",
+           smoke={"size": (192, 108), "frames": 2}),
+    Figure("Q6", "visible PSNR, renderer at model-size depth - nearest warp at exact depth, the garden (dB)",
+           "viewing", "hard_figures", smoke={"size": (192, 108), "frames": 2}),
 )
 # fmt: on
 BY_NAME = {figure.name: figure for figure in FIGURES}

@@ -1,6 +1,8 @@
 """The ground truth the viewing figures are measured against (stereo3d.qc.truth): ray-cast, not warped, so it can
 judge the renderer; and the scores taken apart by pixel class (stereo3d.qc.viewing)."""
 
+from dataclasses import replace
+
 import numpy as np
 
 from stereo3d.qc import truth, viewing
@@ -9,8 +11,8 @@ from stereo3d.stereo.warp import Renderer, StereoSettings
 WIDTH, HEIGHT = 120, 60
 
 
-def wall_scene(z=6.0, box=None, frames=1, velocity=(0.0, 0.0, 0.0)):
-    surfaces = [truth.Surface((-40, -20, z), (80, 0, 0), (0, 40, 0), texture=1, check=0.4, detail=0.2)]
+def wall_scene(z=6.0, box=None, frames=1, velocity=(0.0, 0.0, 0.0), grain=0.0):
+    surfaces = [truth.Surface((-40, -20, z), (80, 0, 0), (0, 40, 0), texture=1, check=0.4, detail=0.2, grain=grain)]
     if box is not None:
         surfaces.append(truth.Surface(box, (0.5, 0, 0), (0, 1.0, 0), texture=2, stripes=0.1, velocity=velocity))
     return truth.Scene(surfaces=tuple(surfaces), z_near=2.0, z_far=z, frames=frames)
@@ -26,6 +28,40 @@ def test_a_wall_at_the_far_plane_moves_by_half_the_parallax_in_each_eye():
     np.testing.assert_array_equal(frame.right[:, 3:], frame.source[:, : WIDTH - 3])
     assert (frame.left_class[:, WIDTH - 3 :] == truth.OUTSIDE).all()  # beyond the source's right edge
     assert (frame.left_class[:, : WIDTH - 3] == truth.VISIBLE).all()
+
+
+def test_grain_is_fine_texture_of_the_surface_the_same_from_every_camera():
+    # A grain cell of 0.05 world units at z = 6 is 0.9 px here (focal 108 px): detail down to the pixel.
+    rig = truth.Rig(divergence_pct=10.0, convergence=0.5)
+    plain = truth.render_frame(wall_scene(), 0, WIDTH, HEIGHT, rig)
+    grained = truth.render_frame(wall_scene(grain=0.05), 0, WIDTH, HEIGHT, rig)
+    # A point of the surface has one colour, whichever camera sees it: the eyes are the source moved by 3 px.
+    np.testing.assert_array_equal(grained.left[:, : WIDTH - 3], grained.source[:, 3:])
+    np.testing.assert_array_equal(grained.right[:, 3:], grained.source[:, : WIDTH - 3])
+
+    # What the grain adds changes from pixel to pixel (the mean step between neighbours: ~7 grey levels).
+    assert _steps(grained.source.astype(np.float64) - plain.source) > 4.0
+
+
+def test_a_scenes_camera_softens_and_each_camera_adds_its_own_noise():
+    rig = truth.Rig(divergence_pct=10.0, convergence=0.5)
+    scene = wall_scene(grain=0.05)
+    sharp = truth.render_frame(scene, 0, WIDTH, HEIGHT, rig)
+    soft = truth.render_frame(replace(scene, blur_px=1.0), 0, WIDTH, HEIGHT, rig)
+    assert _steps(soft.source) < 0.8 * _steps(sharp.source)
+    noisy = truth.render_frame(replace(scene, noise=3.0), 0, WIDTH, HEIGHT, rig)
+    # Where both cameras see the same point, they differ by two cameras' noise: sqrt(2) x 3 grey levels.
+    difference = noisy.left[:, : WIDTH - 3].astype(float) - noisy.source[:, 3:].astype(float)
+    assert 3.6 < difference.std() < 4.9
+    assert np.abs(noisy.source.astype(float) - sharp.source.astype(float)).mean() > 1.5
+    # The same frame is the same picture each time it is made (the bench caches them; tests compare them).
+    np.testing.assert_array_equal(truth.render_frame(replace(scene, noise=3.0), 0, WIDTH, HEIGHT, rig).left,
+                                  noisy.left)  # fmt: skip
+
+
+def _steps(image: np.ndarray) -> float:
+    """The mean change between neighbouring pixels of a row (grey levels): how much fine detail a picture has."""
+    return float(np.abs(np.diff(np.asarray(image, np.float64), axis=1)).mean())
 
 
 def test_the_eyes_see_what_the_source_camera_cannot_beside_a_near_box():

@@ -36,9 +36,12 @@ _QUAD, _SPHERE = 0, 1
 # spheres: centre, radius in U[0]), velocity xyz (world units per frame), texture row index.
 _ROW = 14
 # A texture row: base rgb, check size (world units; 0 = none), check amplitude, stripe period (0 = none), stripe
-# amplitude, then _WAVES waves of (amplitude r, g, b, kx, ky, phase) over the surface's (s, t) coordinates.
+# amplitude, then _WAVES waves of (amplitude r, g, b, kx, ky, phase) over the surface's (s, t) coordinates, then the
+# grain's finest cell (0 = none), its amplitude and its seed.
 _WAVES = 10
-_TEX = 7 + 6 * _WAVES
+_GRAIN = 7 + 6 * _WAVES
+_GRAIN_OCTAVES = 4  # the grain's cells: its finest, and 2, 4 and 8 times as large, at equal amplitude
+_TEX = _GRAIN + 3
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,10 @@ class Surface:
     check: float = 0.0  # side of a checker pattern (world units; 0 = none)
     stripes: float = 0.0  # period of hard-edged stripes along the surface's first axis (0 = none)
     detail: float = 1.0  # scale of the texture's waves (world units per radian at 1)
+    # Side of the finest cell of a grain (world units; 0 = none): value noise over four octaves, as fine as a pixel
+    # where it is about a pixel on screen: the fine texture of photographs (foliage, gravel, bark), which the waves
+    # alone lack, and which the warp's resampling and a fill's guess are measured on.
+    grain: float = 0.0
     subject: bool = False  # what a viewer looks at (the shots' known subject, for convergence)
 
 
@@ -71,6 +78,11 @@ class Scene:
     camera_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)
     focal: float = 0.9  # focal length in frame widths (0.9: a 58-degree horizontal field of view)
     name: str = "scene"
+    # The camera as a photograph's: its lens and demosaicing soften the picture (a Gaussian of this sigma, px; 0 =
+    # none), and each camera (the source and either eye) adds its own sensor noise (this standard deviation, grey
+    # levels). A real right eye is another camera's picture: no warp of the left one can guess its noise.
+    blur_px: float = 0.0
+    noise: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -121,7 +133,7 @@ def render_frame(scene: Scene, index: int, width: int, height: int, rig: Rig = R
     subject = np.zeros((height, width), np.bool_)
     _cast_source(surfaces, textures, float(index), camera, focal, width, height, samples, source, depth, subject)
     near = ((1.0 / depth - inv_far) / (inv_near - inv_far)).astype(np.float32)
-    frame = TruthFrame(_to_uint8(source), near, None, None, None, None, subject)
+    frame = TruthFrame(_photograph(source, scene, index, 0), near, None, None, None, None, subject)
     if eyes:
         views = []
         for side in (-1.0, 1.0):  # left eye: camera at -b/2, sensor shifted by +offset/2
@@ -131,7 +143,7 @@ def render_frame(scene: Scene, index: int, width: int, height: int, rig: Rig = R
             _cast_eye(surfaces, textures, float(index), camera, focal, width, height, samples, side * baseline / 2,
                       -side * offset / 2, eye, classes, static)  # fmt: skip
             static &= not any(scene.camera_velocity)
-            views.append((_to_uint8(eye), classes, static))
+            views.append((_photograph(eye, scene, index, 1 if side < 0 else 2), classes, static))
         (frame.left, frame.left_class, frame.left_static), (frame.right, frame.right_class, frame.right_static) = views
     return frame
 
@@ -183,6 +195,41 @@ def still_camera(frames: int = 24) -> Scene:
             surface = replace(surface, velocity=tuple(3.0 * v for v in surface.velocity))
         faster.append(surface)
     return replace(street_scene, name="still camera", camera_velocity=(0.0, 0.0, 0.0), surfaces=tuple(faster))
+
+
+def garden(frames: int = 24) -> Scene:
+    """A garden as a photograph shows it, the harder case (issue 46): every surface grained down to the pixel
+    (foliage, bark, gravel), a fence of slats and branches a few pixels wide or less before a hedge, a tree trunk,
+    a boulder whose depth falls away to its outline, a wall receding; the camera trucks slowly. Its holes border
+    fine texture and thin structures, as a photograph's do, where the street's border smooth waves."""
+    slats = tuple(
+        Surface((-1.15 + 0.2 * k, 0.2, 2.2), (0.05, 0, 0), (0, 1.4, 0), texture=60 + k, detail=0.02, grain=0.004)
+        for k in range(5)
+    )
+    branches = tuple(
+        Surface((x, -3.0, z), (w, 0, 0), (0, 4.6, 0), texture=70 + k, detail=0.02, grain=0.003)
+        for k, (x, z, w) in enumerate(((-1.1, 2.6, 0.012), (-0.15, 3.1, 0.02), (1.55, 5.0, 0.008), (2.0, 2.3, 0.03)))
+    )
+    return Scene(
+        name="garden",
+        frames=frames,
+        blur_px=0.6,
+        noise=2.0,
+        z_near=1.6,
+        z_far=30.0,
+        camera_velocity=(0.01, 0.0, 0.0),
+        surfaces=(
+            Surface((-40, -25, 30), (80, 0, 0), (0, 27, 0), texture=41, detail=0.5, grain=0.03),  # far hedge
+            Surface((-40, 1.6, 1.0), (80, 0, 0), (0, 0, 29.0), texture=42, detail=0.1, grain=0.01),  # gravel
+            Surface((-2.6, -0.6, 8), (2.4, 0, 0), (0, 2.2, 0), texture=43, detail=0.05, grain=0.01),  # a bush
+            Surface((0.55, -3, 4.2), (0.35, 0, 0), (0, 4.6, 0), texture=44, detail=0.03, grain=0.005),  # trunk
+            Surface((-0.55, 1.0, 3.4), radius=0.6, texture=45, detail=0.02, grain=0.004),  # boulder
+            Surface((2.2, -4, 3.5), (0, 0, 20), (0, 5.6, 0), texture=46, detail=0.06, grain=0.008),  # wall
+            Surface((-2.2, -0.75, 3.6), (1.6, 0, 0), (0, 0.02, 0), texture=47, grain=0.003),  # a level branch
+            *slats,
+            *branches,
+        ),
+    )
 
 
 def shots() -> list[Scene]:
@@ -273,13 +320,26 @@ def _arrays(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
             k = np.exp(rng.uniform(np.log(0.5), np.log(16.0))) / surface.detail
             waves.extend([*amplitude, k * np.cos(angle), k * np.sin(angle), rng.uniform(0, 2 * np.pi)])
         textures[row] = (*base, surface.check, 35.0 if surface.check else 0.0, surface.stripes,
-                         45.0 if surface.stripes else 0.0, *waves)  # fmt: skip
+                         45.0 if surface.stripes else 0.0, *waves, surface.grain, 70.0 if surface.grain else 0.0,
+                         surface.texture)  # fmt: skip
     if surfaces[:, 0].size and np.any(surfaces[:, 0] == _QUAD):
         quads = surfaces[surfaces[:, 0] == _QUAD]
         dots = np.abs(np.einsum("ij,ij->i", quads[:, 4:7], quads[:, 7:10]))
         if np.any(dots > 1e-9):
             raise ValueError("a quad's axes must be perpendicular")
     return surfaces, textures
+
+
+def _photograph(image: np.ndarray, scene: Scene, index: int, camera: int) -> np.ndarray:
+    """A ray-cast picture (float RGB) as ``scene``'s camera ``camera`` (0 the source, 1 the left eye, 2 the right)
+    takes it at frame ``index``: softened by its lens, with its own noise, in 8 bits."""
+    if scene.blur_px > 0:
+        import cv2
+
+        image = cv2.GaussianBlur(image, (0, 0), scene.blur_px, borderType=cv2.BORDER_REFLECT)
+    if scene.noise > 0:
+        image = image + np.random.default_rng((index, camera)).normal(0.0, scene.noise, image.shape).astype(np.float32)
+    return _to_uint8(image)
 
 
 def _to_uint8(image: np.ndarray) -> np.ndarray:
@@ -348,6 +408,37 @@ def _shade(textures, row, s, t, out, index):
         wave = np.sin(tex[base + 3] * s + tex[base + 4] * t + tex[base + 5])
         for channel in range(3):
             out[index, channel] += tex[base + channel] * wave
+    if tex[_GRAIN] > 0:
+        grain = 0.0
+        cell = tex[_GRAIN]
+        for octave in range(_GRAIN_OCTAVES):
+            grain += _value_noise(s / cell, t / cell, int(tex[_GRAIN + 2]) * 8 + octave)
+            cell *= 2.0
+        # Albedo: the grain scales the surface's colour, as shading and material do in a photograph.
+        for channel in range(3):
+            out[index, channel] += tex[_GRAIN + 1] / _GRAIN_OCTAVES * grain * tex[channel] / 128.0
+
+
+@njit(cache=True, inline="always")
+def _lattice(i, j, seed):
+    """A pseudo-random value in [-1, 1] at integer lattice point (i, j) of grain ``seed`` (a hash: the same point
+    of a surface has the same value seen from any camera)."""
+    h = (np.uint64(i & 0xFFFFFFFF) * np.uint64(0x9E3779B1)) ^ (np.uint64(j & 0xFFFFFFFF) * np.uint64(0x85EBCA77))
+    h ^= np.uint64(seed) * np.uint64(0xC2B2AE3D27D4EB4F)
+    h ^= h >> np.uint64(29)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(32)
+    return (h & np.uint64(0xFFFFFF)) / 8388607.5 - 1.0
+
+
+@njit(cache=True, inline="always")
+def _value_noise(x, y, seed):
+    """Bilinear value noise at (x, y) (lattice units) of grain ``seed``: in [-1, 1]."""
+    i, j = int(np.floor(x)), int(np.floor(y))
+    fx, fy = x - i, y - j
+    top = _lattice(i, j, seed) * (1.0 - fx) + _lattice(i + 1, j, seed) * fx
+    bottom = _lattice(i, j + 1, seed) * (1.0 - fx) + _lattice(i + 1, j + 1, seed) * fx
+    return top * (1.0 - fy) + bottom * fy
 
 
 @njit(parallel=True, cache=True)
