@@ -71,8 +71,9 @@ def test_the_gpu_kernels_render_the_cpu_views_in_the_cuda_simulator():
 
 
 def test_the_check_scene_fills_holes_from_the_frames_around_and_picks_depth_edges():
-    # What the GPU renderer's check and the simulator's test render must exercise: holes that two frames around
-    # fill (marked 2), holes that only the background fills (1), and depth edges the enlargement picks.
+    # What the GPU renderer's check and the simulator's test render of the scene's middle frame must exercise:
+    # holes that the two frames around fill (marked 2), holes that only the background fills (1), and depth edges
+    # the enlargement picks.
     from stereo3d.stereo import fill, upsample
     from stereo3d.stereo.cuda import check_scene
 
@@ -91,13 +92,12 @@ def test_the_check_scene_fills_holes_from_the_frames_around_and_picks_depth_edge
     settings = StereoSettings(divergence_pct=8, convergence=0.4)
     with pytest.MonkeyPatch.context() as patch, Renderer("cpu", threads=1) as renderer:
         patch.setattr(fill.HoleFill, "smooth", smooth)
-        for index in range(len(frames)):
-            renderer.render_stereo(frames[index], nears[index], settings, neighbours=window.neighbours(index))
+        renderer.render_stereo(frames[1], nears[1], settings, neighbours=window.neighbours(1))
     total = np.sum(marks, axis=0)
     assert total[1] > 0 and total[2] > 0, total
-    recipe = warp.view_shift(frames[0], nears[0], settings, 0.5)
+    recipe = warp.view_shift(frames[1], nears[1], settings, 0.5)
     picked, bilinear = np.empty(recipe.shape, np.int16), np.empty(recipe.shape, np.int16)
-    upsample.enlarge(recipe.small, picked, frames[0], recipe.threshold)
+    upsample.enlarge(recipe.small, picked, frames[1], recipe.threshold)
     upsample.enlarge(recipe.small, bilinear)
     assert (picked != bilinear).sum() > 10
 
