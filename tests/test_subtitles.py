@@ -121,6 +121,63 @@ def test_a_text_cue_sits_in_front_of_the_nearest_content_under_it_and_never_behi
         assert drawn > 100 and shift == -round(MARGIN), index
 
 
+# NEAR over the near box for the whole second, FAR in the top left over the far wall for a quarter of it, meanwhile.
+OVERLAPPING = ASS.replace("0:00:00.00,0:00:00.50,Default,NEAR", "0:00:00.00,0:00:01.00,Default,NEAR").replace(
+    "0:00:00.50,0:00:01.00,Default,{", "0:00:00.25,0:00:00.50,Default,{"
+)
+
+
+def test_cues_shown_together_are_drawn_once_each_frame_and_a_staying_line_keeps_its_depth(make_clip, tmp_path):
+    # Until 2026-12-06 each cue was drawn alone at its middle: FAR's picture, drawn after NEAR's middle, showed NEAR
+    # (FAR was never seen) and frames 3-5 drew NEAR twice, at two depths where the two differ.
+    style = tmp_path / "overlapping.ass"
+    style.write_text(OVERLAPPING, encoding="utf-8")
+    source, probe = with_track(make_clip, tmp_path, style)
+    path, near = near_store(tmp_path)
+    settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"])
+    plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings)
+    plan = SubtitlePlan.load(tmp_path / "subtitles.npz")
+    # Three screens (NEAR; NEAR and FAR; NEAR again), one picture a frame, all at NEAR's depth: it stays on.
+    assert [(cue.first, cue.end) for cue in plan.cues] == [(0, 3), (3, 6), (6, 12)]
+    assert all(len(plan.at(index)) == 1 for index in range(FRAMES))
+    assert {round(cue.parallax, 3) for cue in plan.cues} == {round(NEAR_PARALLAX + MARGIN, 3)}
+    for index in range(FRAMES):
+        far_drawn = plan.at(index)[0].y < 40  # FAR's block, at the top, is in the screen's picture
+        assert far_drawn == (3 <= index < 6), index
+        shift, drawn = measured(source, probe, near, plan, index)
+        assert shift == -round(NEAR_PARALLAX + MARGIN) and drawn > 200, index
+
+
+@pytest.mark.parametrize(
+    ("cues", "expected"),
+    [
+        ([(0, 1), (2, 3)], [(0, 1, 0), (2, 3, 1)]),  # apart
+        ([(0, 1), (1, 2)], [(0, 1, 0), (1, 2, 1)]),  # one line after another: each its own depth
+        ([(0, 4), (1, 2)], [(0, 1, 0), (1, 2, 0), (2, 4, 0)]),  # a line staying while another comes and goes
+        ([(0, 2), (1, 3), (3, 4)], [(0, 1, 0), (1, 2, 0), (2, 3, 0), (3, 4, 1)]),  # overlapping, then another
+        ([(1, 2), (1, 2), (0, 3)], [(0, 1, 0), (1, 2, 0), (2, 3, 0)]),  # the same times twice, inside a third
+        ([], []),
+    ],
+)
+def test_the_screen_changes_at_every_cues_start_and_end(cues, expected):
+    from stereo3d.io.subtitles import Cue, screens
+
+    assert [(c.start_s, c.end_s, c.group) for c in screens([Cue(a, b) for a, b in cues])] == expected
+
+
+def test_each_block_a_screen_draws_is_its_own_box():
+    from stereo3d.stereo.subtitles import blocks_of
+
+    picture = np.zeros((100, 200, 4), np.uint8)
+    picture[4:14, 6:40, 3] = 255  # a sign at the top left
+    picture[80:90, 20:60, 3] = 255  # two words of a line at the bottom, a space apart
+    picture[80:90, 64:100, 3] = 255
+    picture[80:90, 150:190, 3] = 255  # another speaker's line beside it, far apart
+    picture[92:98, 20:50, 3] = 255  # the line's second row, a clear row below the first
+    assert blocks_of(picture) == [(6, 4, 34, 10), (20, 80, 80, 10), (150, 80, 40, 10), (20, 92, 30, 6)]
+    assert blocks_of(np.zeros((4, 4, 4), np.uint8)) == []
+
+
 def test_a_bitmap_cue_is_scaled_to_the_eye_and_placed_in_depth(make_clip, tmp_path):
     # A Blu-ray PGS track authored at half the frame's size: a white box over the near box, then one over the wall.
     sup = tmp_path / "bitmaps.sup"

@@ -4,11 +4,12 @@ shown) and each cue drawn once, as a transparent picture of the eye's size.
 Text tracks (SubRip, ASS/SSA, WebVTT, MP4 timed text) are drawn by libass through ffmpeg's ``subtitles`` filter,
 with their styles and the fonts the file carries; bitmap tracks (Blu-ray PGS, DVD VobSub, DVB) by ffmpeg's own
 subtitle decoder, scaled from the size they were authored at. The track is first copied out of the source (with its
-fonts and its own times); then one ffmpeg process draws every cue. Text: over a transparent canvas that has one
-frame at the middle of each cue (a concat list of one blank picture). Bitmaps: as the decoder composes the screen at
-each of its changes, each cue taking the picture shown at its middle. The frames come back as raw RGBA. A cue is
-drawn as it looks at that moment (ASS animations and karaoke are not followed: a 3D subtitle keeps one place and
-one depth for its cue).
+fonts and its own times); then one ffmpeg process draws every screen: what is shown between two changes (a cue
+starting or ending), every cue shown then in one picture, as a player lays them out together (two speakers' lines
+stacked, a sign above the dialogue). Text: over a transparent canvas that has one frame at the middle of each
+screen (a concat list of one blank picture). Bitmaps: as the decoder composes the screen at each of its changes,
+each screen taking the picture shown at its middle. The frames come back as raw RGBA. A screen is drawn as it looks
+at that moment (ASS animations and karaoke are not followed: a 3D subtitle keeps one place and one depth).
 """
 
 from __future__ import annotations
@@ -39,10 +40,32 @@ UNKNOWN_DURATION = 0xFFFFFFFF  # a packet duration that says none is known
 
 @dataclass(frozen=True)
 class Cue:
-    """One subtitle shown from ``start_s`` to ``end_s`` (the source's own clock, as its frames' times)."""
+    """One subtitle shown from ``start_s`` to ``end_s`` (the source's own clock, as its frames' times), or one screen
+    of them (``screens``): ``group`` numbers the screens that a cue shown across their change joins."""
 
     start_s: float
     end_s: float
+    group: int = 0
+
+
+def screens(cues: Sequence[Cue]) -> list[Cue]:
+    """What the screen shows between two changes: the time cut at every cue's start and end, each piece over which
+    one cue or more is shown once, in order (they do not overlap). Consecutive pieces that a cue is shown across share
+    a group (a line that stays while another comes and goes), others not (one line after another)."""
+    starts = sorted(cue.start_s for cue in cues)
+    ends = sorted(cue.end_s for cue in cues)
+    changes = sorted({*starts, *ends})
+    out: list[Cue] = []
+    group = -1
+    for start, end in zip(changes, changes[1:]):
+        # No change lies inside (start, end): a cue begun by ``start`` and not over by then is shown throughout.
+        if bisect.bisect_right(starts, start) - bisect.bisect_right(ends, start) <= 0:
+            continue
+        spanning = bisect.bisect_left(starts, start) - bisect.bisect_right(ends, start)  # begun before, over after
+        if not (out and out[-1].end_s == start and spanning > 0):
+            group += 1
+        out.append(Cue(start, end, group))
+    return out
 
 
 def choose_track(burn: str | int, tracks: Sequence[dict]) -> dict | None:
@@ -66,10 +89,10 @@ def burnable(track: dict) -> bool:
 
 def cue_pictures(source: str | Path, track: dict, size: tuple[int, int], authored: tuple[int, int],
                  work: str | Path) -> Iterator[tuple[Cue, np.ndarray]]:  # fmt: skip
-    """Each cue of ``track`` (a probe's subtitle entry) of ``source`` with its picture: RGBA uint8 ``[H, W, 4]`` of
-    ``size`` (W, H), the eye's, transparent where the cue draws nothing. ``authored``: the frame size the track
-    was made for (the source's display size: text styles and bitmaps scale from it). ``work``: a folder for the
-    track's copy."""
+    """Each screen (``screens``) of ``track`` (a probe's subtitle entry) of ``source`` with its picture: RGBA uint8
+    ``[H, W, 4]`` of ``size`` (W, H), the eye's, transparent where nothing is drawn. ``authored``: the frame size
+    the track was made for (the source's display size: text styles and bitmaps scale from it). ``work``: a folder
+    for the track's copy."""
     if not burnable(track):
         raise BadVideo(source, f"subtitle stream #{track['index']} ({track['codec']}) cannot be drawn into the views")
     work = Path(work)
@@ -77,7 +100,7 @@ def cue_pictures(source: str | Path, track: dict, size: tuple[int, int], authore
     # The track alone, with the fonts its styles name, at its own times (-copyts: the cues keep the source's clock).
     run_ffmpeg(["-y", "-copyts", "-i", ffmpeg_url(source), "-map", f"0:{track['index']}", "-map", "0:t?", "-c",
                 "copy", *BITEXACT, ffmpeg_url(copy)], source, "copying the subtitle track to burn")  # fmt: skip
-    cues = read_cues(copy)
+    cues = screens(read_cues(copy))
     if not cues:
         return
     if track["codec"] in TEXT:
@@ -87,8 +110,8 @@ def cue_pictures(source: str | Path, track: dict, size: tuple[int, int], authore
 
 
 def _text_pictures(source, track, copy: Path, cues: list[Cue], size, authored, work: Path):
-    """Text cues drawn by libass over a transparent canvas with a frame at the middle of each cue (a concat list of
-    one blank picture), in cue order."""
+    """Text screens drawn by libass over a transparent canvas with a frame at the middle of each (a concat list of
+    one blank picture), in order."""
     import cv2  # (here: the workflow's DAG build reads choose_track from this module, not the rest)
 
     width, height = size
@@ -107,9 +130,9 @@ def _text_pictures(source, track, copy: Path, cues: list[Cue], size, authored, w
 
 
 def _bitmap_pictures(source, track, copy: Path, cues: list[Cue], size):
-    """Bitmap cues as ffmpeg's decoder composes them (each change of the screen a picture of the track's own size,
-    scaled to the eye): their times read first, then each cue takes the picture shown at its middle. (Over a canvas,
-    with ffmpeg's overlay, a cue's frame came out or not from one run to the next.)"""
+    """Bitmap screens as ffmpeg's decoder composes them (each change a picture of the track's own size, scaled to
+    the eye): their times read first, then each screen takes the picture shown at its middle. (Over a canvas, with
+    ffmpeg's overlay, a cue's frame came out or not from one run to the next.)"""
     width, height = size
     graph = f"[0:s:0]scale={width}:{height},format=rgba,showinfo"
     times = run_ffmpeg(["-copyts", "-i", ffmpeg_url(copy), "-filter_complex", graph, "-fps_mode", "passthrough", "-f",

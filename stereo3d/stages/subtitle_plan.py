@@ -20,7 +20,7 @@ from stereo3d.stages.render import RenderSettings, near_frames, plane_at_frames
 from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import get_layout
 from stereo3d.stereo.sidecar import stereo_ass
-from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, box_of
+from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, blocks_of, box_of
 from stereo3d.stereo.warp import Parallax
 
 log = logging.getLogger(__name__)
@@ -45,9 +45,13 @@ def plan_subtitles(video: str | Path, probe: dict, near: Sequence[str | Path], o
 def placed_cues(video: str | Path, probe: dict, track: dict, near: Sequence[str | Path], settings: RenderSettings,
                 margin_pct: float, convergence_plan: str | Path | None = None,
                 picture: Area | None = None) -> list[PlacedCue]:  # fmt: skip
-    """Every cue of ``track`` (a probe's subtitle entry) drawn at the eye's size and placed in depth, as the render
-    of ``settings`` shows the video (its layout's eye, its bars, its parallax), ``margin_pct`` of the width in front
-    of the content under it."""
+    """Every screen of ``track`` (a probe's subtitle entry: ``stereo3d.io.subtitles.screens``) drawn at the eye's
+    size and placed in depth, as the render of ``settings`` shows the video (its layout's eye, its bars, its
+    parallax), ``margin_pct`` of the width in front of the content under what it draws (each block of text or
+    bitmap apart: a line at the bottom and a sign at the top are not one box over the middle of the picture). The
+    screens a cue stays on across share one depth, the largest of theirs: a line keeps its depth while another comes
+    and goes. Each frame shows the screen shown at its time; a screen shown only between two frames (a flash shorter
+    than a frame), the frame after it where no other screen is shown."""
     if not burnable(track):
         raise BadVideo(video, f"subtitle stream #{track['index']} ({track['codec']}) cannot be drawn into the views")
     info = probe["video"]
@@ -61,29 +65,40 @@ def placed_cues(video: str | Path, probe: dict, track: dict, near: Sequence[str 
     stereo = settings.stereo if picture is None or cropped else settings.stereo.inside(display[0], area.width)
     times = info["pts_offset_s"] + np.asarray(probe["frame_pts_s"], np.float64)
     frames = len(times)
-    placed = []
+    placed, groups = [], []
     with tempfile.TemporaryDirectory(prefix="stereo3d-subtitles-") as work:
         for cue, canvas in cue_pictures(video, track, eye, eye if cropped else display, work):
             box = box_of(canvas)
             if box is None:
                 continue
             first = int(np.searchsorted(times, cue.start_s, "left"))
-            end = max(int(np.searchsorted(times, cue.end_s, "left")), min(first + 1, frames))
+            end = int(np.searchsorted(times, cue.end_s, "left"))
             if first >= frames:
                 continue
             x, y, width, height = box
-            placed.append([first, end, x, y, canvas[y : y + height, x : x + width].copy()])
+            placed.append([first, end, x, y, canvas[y : y + height, x : x + width].copy(), blocks_of(canvas)])
+            groups.append(cue.group)
+    # A flash between two frames takes the frame after it, unless a screen or an earlier flash is shown there.
+    shown = {index for first, end, *_ in placed for index in range(first, end)}
+    for item in placed:
+        if item[1] <= item[0] and item[0] not in shown:
+            item[1] = item[0] + 1
+            shown.add(item[0])
+    kept = [number for number, item in enumerate(placed) if item[1] > item[0]]
+    placed, groups = [placed[number] for number in kept], np.asarray([groups[number] for number in kept], np.int64)
     parallax = _content_parallax(placed, near, frames, stereo, area, origin,
                                  plane_at_frames(convergence_plan, stereo, near[0], float(info["fps"])))  # fmt: skip
+    for group in np.unique(groups):
+        parallax[groups == group] = parallax[groups == group].max()
     margin = margin_pct / 100.0 * eye[0]
     return [PlacedCue(first, end, x, y, image, max(float(shift), 0.0) + margin)
-            for (first, end, x, y, image), shift in zip(placed, parallax)]  # fmt: skip
+            for (first, end, x, y, image, _), shift in zip(placed, parallax)]  # fmt: skip
 
 
 def _content_parallax(placed: list, near: Sequence[str | Path], frames: int, stereo, area: Area,
                       origin: tuple[int, int], plane_at) -> np.ndarray:  # fmt: skip
-    """The largest parallax (px) of the content under each cue's box over the frames it is shown on (-inf where
-    its box covers none of the picture)."""
+    """The largest parallax (px) of the content under each screen's blocks (boxes of the eye) over the frames it is
+    shown on (-inf where they cover none of the picture)."""
     largest = np.full(len(placed), -np.inf)
     if not placed:
         return largest
@@ -94,18 +109,18 @@ def _content_parallax(placed: list, near: Sequence[str | Path], frames: int, ste
     last = max(by_frame)
     for index, near_map in enumerate(near_frames(near, 0, last + 1)):
         for number in by_frame.get(index, ()):
-            _, _, x, y, image = placed[number]
-            region = _under(near_map, x - origin[0], y - origin[1], image.shape[1], image.shape[0], area)
-            if region is None:
-                continue
-            columns, value = region
-            settings = stereo if plane_at is None else stereo.at_plane(plane_at(index))
-            parallax = Parallax.of(settings, area.width)
-            depth = (float(value) - parallax.zero_plane) * parallax.divergence_px
-            if parallax.ramp is not None:  # the border taper: its largest effect over the box's columns
-                ramp = parallax.ramp[columns]
-                depth = depth * (float(ramp.max()) if depth > 0 else float(ramp.min()))
-            largest[number] = max(largest[number], depth - parallax.ipd_px)
+            for x, y, width, height in placed[number][5]:
+                region = _under(near_map, x - origin[0], y - origin[1], width, height, area)
+                if region is None:
+                    continue
+                columns, value = region
+                settings = stereo if plane_at is None else stereo.at_plane(plane_at(index))
+                parallax = Parallax.of(settings, area.width)
+                depth = (float(value) - parallax.zero_plane) * parallax.divergence_px
+                if parallax.ramp is not None:  # the border taper: its largest effect over the box's columns
+                    ramp = parallax.ramp[columns]
+                    depth = depth * (float(ramp.max()) if depth > 0 else float(ramp.min()))
+                largest[number] = max(largest[number], depth - parallax.ipd_px)
     return largest
 
 

@@ -1,14 +1,16 @@
 """Subtitles burnt into both eyes, in depth: each cue in front of the nearest content under it over the time it is
-shown, at one depth for the whole cue, never behind the screen.
+shown, at one depth for the whole cue, never behind the screen. What is placed is a screen (every cue shown between
+two changes, in one picture, as a player lays them out); the screens a cue stays on across share its depth.
 
 A subtitle drawn once over a side-by-side frame lands in one eye only, or across both; drawn at the same place in
 each eye it sits on the screen plane, inside any content in front of the screen (the eyes then disagree about which
 is nearer, which is tiring to read). As 3D Blu-ray does with a depth offset per subtitle plane, each cue here gets a
-parallax: the largest parallax of the content its box covers in any frame of the cue (the near maps, at each
-frame's screen plane), never less than the screen's (0), plus ``margin_pct`` of the width; the left eye takes it
-shifted right by half of it, the right eye left (``warp``'s sign: positive = in front of the screen). A cue's
-picture is drawn by ``stereo3d.io.subtitles``; its place and parallax are the plan (``SubtitlePlan``), made once per
-video (``stereo3d.stages.subtitle_plan``) so that every segment of it draws a cue the same.
+parallax: the largest parallax of the content under the blocks it draws (``blocks_of``) in any frame of the cue
+(the near maps, at each frame's screen plane), never less than the screen's (0), plus ``margin_pct`` of the
+width; the left eye takes it shifted right by half of it, the right eye left (``warp``'s sign: positive = in front
+of the screen). A cue's picture is drawn by ``stereo3d.io.subtitles``; its place and parallax are the plan
+(``SubtitlePlan``), made once per video (``stereo3d.stages.subtitle_plan``) so that every segment of it draws a cue
+the same.
 """
 
 from __future__ import annotations
@@ -114,3 +116,25 @@ def box_of(picture: np.ndarray) -> tuple[int, int, int, int] | None:
         return None
     columns = np.flatnonzero(picture[..., 3].any(axis=0))
     return int(columns[0]), int(rows[0]), int(columns[-1] - columns[0] + 1), int(rows[-1] - rows[0] + 1)
+
+
+def blocks_of(picture: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """The blocks a picture draws, each (x, y, width, height): its bands of rows apart (lines with a clear row
+    between them), and in each band its pieces apart where a gap of clear columns is wider than the band is high
+    (wider than any space between words: two speakers' lines side by side). The depth of a screen is that of the
+    content under its blocks, not under the box around them all."""
+    drawn = picture[..., 3] > 0
+    blocks = []
+    for top, bottom in _runs(drawn.any(axis=1), 1):
+        for left, right in _runs(drawn[top:bottom].any(axis=0), bottom - top + 1):
+            blocks.append((left, top, right - left, bottom - top))
+    return blocks
+
+
+def _runs(marked: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """The runs (start, end) of True in ``marked``, those less than ``gap`` apart joined."""
+    places = np.flatnonzero(marked)
+    if not len(places):
+        return []
+    cuts = np.flatnonzero(np.diff(places) > gap) + 1
+    return [(int(part[0]), int(part[-1]) + 1) for part in np.split(places, cuts)]
