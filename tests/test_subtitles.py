@@ -165,6 +165,19 @@ def test_the_screen_changes_at_every_cues_start_and_end(cues, expected):
     assert [(c.start_s, c.end_s, c.group) for c in screens([Cue(a, b) for a, b in cues])] == expected
 
 
+def test_mp4_timed_text_is_drawn_as_the_other_text_tracks(make_clip, tmp_path):
+    # MP4's own text track (mov_text: what an MP4 with subtitles holds) cannot be copied out into Matroska as it is;
+    # until 2026-12-06 burning one failed the video ("Could not write header").
+    from stereo3d.io.subtitles import cue_pictures
+
+    source = make_clip("timed_text.mp4", width=W, height=H, frames=FRAMES, fps=str(FPS), subtitles=True)
+    track = choose_track("auto", probe_video(source)["subtitles"])
+    assert track["codec"] == "mov_text"
+    drawn = [(cue, picture[..., 3].sum()) for cue, picture in cue_pictures(source, track, (W, H), (W, H), tmp_path)]
+    assert len(drawn) == 2 and all(alpha > 0 for _, alpha in drawn)
+    assert drawn[0][0].end_s <= drawn[1][0].start_s
+
+
 def test_each_block_a_screen_draws_is_its_own_box():
     from stereo3d.stereo.subtitles import blocks_of
 

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 TEXT = frozenset({"subrip", "srt", "ass", "ssa", "webvtt", "mov_text", "text"})
 BITMAP = frozenset({"hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle"})
+CONVERTED = frozenset({"mov_text", "text"})  # text tracks copied out as ASS (Matroska holds none of them as they are)
 BURN_CHOICES = ("none", "auto")  # besides a language (eng) or a track's number among the subtitle tracks (0, 1, ...)
 # A bitmap cue whose decoder gives no end is shown until the next one, or for this long at most.
 LONGEST_CUE_S = 10.0
@@ -97,9 +98,11 @@ def cue_pictures(source: str | Path, track: dict, size: tuple[int, int], authore
         raise BadVideo(source, f"subtitle stream #{track['index']} ({track['codec']}) cannot be drawn into the views")
     work = Path(work)
     copy = work / "track.mkv"
-    # The track alone, with the fonts its styles name, at its own times (-copyts: the cues keep the source's clock).
-    run_ffmpeg(["-y", "-copyts", "-i", ffmpeg_url(source), "-map", f"0:{track['index']}", "-map", "0:t?", "-c",
-                "copy", *BITEXACT, ffmpeg_url(copy)], source, "copying the subtitle track to burn")  # fmt: skip
+    # The track alone, with the fonts its styles name, at its own times (-copyts: the cues keep the source's clock);
+    # MP4's timed text, which Matroska cannot hold as it is, as ASS (its decoder's styling kept).
+    codec = ["-c:s", "ass", "-c:t", "copy"] if track["codec"] in CONVERTED else ["-c", "copy"]
+    run_ffmpeg(["-y", "-copyts", "-i", ffmpeg_url(source), "-map", f"0:{track['index']}", "-map", "0:t?", *codec,
+                *BITEXACT, ffmpeg_url(copy)], source, "copying the subtitle track to burn")  # fmt: skip
     cues = screens(read_cues(copy))
     if not cues:
         return
