@@ -181,7 +181,7 @@ def get_demo_outputs(wildcards):
         raise WorkflowError(
             "the demo target needs the demo configuration: --configfile demo/config.yaml"
         )
-    return get_results(wildcards)
+    return get_results(wildcards) + get_sidecars(wildcards)
 
 
 def get_prune_videos(wildcards):
