@@ -148,6 +148,22 @@ def test_cues_shown_together_are_drawn_once_each_frame_and_a_staying_line_keeps_
         assert shift == -round(NEAR_PARALLAX + MARGIN) and drawn > 200, index
 
 
+def test_a_cue_shorter_than_a_frame_takes_the_next_frame_where_nothing_else_is_shown(make_clip, tmp_path):
+    # 12 fps: frames at 0, 0.083, 0.167, ... A cue between two frames is shown on the frame after it, unless another
+    # cue is shown there: one picture a frame.
+    events = ["0:00:00.00,0:00:00.10,Default,ONE", "0:00:00.10,0:00:00.12,Default,FLASH", "0:00:00.13,0:00:00.40,"
+              "Default,TWO", "0:00:00.60,0:00:00.62,Default,ALONE"]  # fmt: skip
+    script = ASS.split("Dialogue:")[0] + "".join(f"Dialogue: 0,{event}\n" for event in events)
+    style = tmp_path / "flashes.ass"
+    style.write_text(script, encoding="utf-8")
+    source, probe = with_track(make_clip, tmp_path, style)
+    path, _ = near_store(tmp_path)
+    settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"])
+    plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings)
+    plan = SubtitlePlan.load(tmp_path / "subtitles.npz")
+    assert [(cue.first, cue.end) for cue in plan.cues] == [(0, 2), (2, 5), (8, 9)]
+
+
 @pytest.mark.parametrize(
     ("cues", "expected"),
     [

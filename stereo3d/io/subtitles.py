@@ -204,11 +204,14 @@ def read_cues(path: str | Path) -> list[Cue]:
 
 
 def _canvas_list(blank: Path, times: list[float]) -> str:
-    """An ffconcat list of the blank picture with a frame at 0 and at each of ``times`` (ascending)."""
+    """An ffconcat list of the blank picture with a frame at 0 and at each of ``times`` (ascending), to the
+    microsecond: a picture's frames count in its frame rate's units (25 fps by default, which put a frame up to 20 ms
+    off its time: outside a screen shorter than that, drawn with what another screen shows)."""
     lines = ["ffconcat version 1.0"]
     previous = 0.0
     for time in [*times, times[-1] + 1.0]:
-        lines += [f"file '{blank.as_posix()}'", f"duration {max(time - previous, 1e-3):.6f}"]
+        duration = max(time - previous, 1e-3)
+        lines += [f"file '{blank.as_posix()}'", "option framerate 1000000", f"duration {duration:.6f}"]
         previous = max(time, previous + 1e-3)
     return "\n".join(lines) + "\n"
 
