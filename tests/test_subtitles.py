@@ -95,14 +95,19 @@ def measured(source, probe, near, plan, frame_index):
     return eye_shift(burnt, plain)
 
 
-def test_a_text_cue_sits_in_front_of_the_nearest_content_under_it_and_never_behind_the_screen(make_clip, tmp_path):
-    style = tmp_path / "styled.ass"
-    style.write_text(ASS, encoding="utf-8")
+def planned(make_clip, tmp_path, script: str) -> tuple:
+    """The test clip with the ASS ``script`` as its track, its probe, its near maps and its subtitle plan."""
+    style = tmp_path / "track.ass"
+    style.write_text(script, encoding="utf-8")
     source, probe = with_track(make_clip, tmp_path, style)
     path, near = near_store(tmp_path)
     settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"])
     plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings)
-    plan = SubtitlePlan.load(tmp_path / "subtitles.npz")
+    return source, probe, near, SubtitlePlan.load(tmp_path / "subtitles.npz")
+
+
+def test_a_text_cue_sits_in_front_of_the_nearest_content_under_it_and_never_behind_the_screen(make_clip, tmp_path):
+    source, probe, near, plan = planned(make_clip, tmp_path, ASS)
     assert [(cue.first, cue.end) for cue in plan.cues] == [(0, 6), (6, 12)]
     near_cue, far_cue = plan.cues
     # NEAR lies over the near box (bottom middle): in front of it by the margin. FAR, top left, over the far wall
@@ -130,13 +135,7 @@ OVERLAPPING = ASS.replace("0:00:00.00,0:00:00.50,Default,NEAR", "0:00:00.00,0:00
 def test_cues_shown_together_are_drawn_once_each_frame_and_a_staying_line_keeps_its_depth(make_clip, tmp_path):
     # Until 2026-12-06 each cue was drawn alone at its middle: FAR's picture, drawn after NEAR's middle, showed NEAR
     # (FAR was never seen) and frames 3-5 drew NEAR twice, at two depths where the two differ.
-    style = tmp_path / "overlapping.ass"
-    style.write_text(OVERLAPPING, encoding="utf-8")
-    source, probe = with_track(make_clip, tmp_path, style)
-    path, near = near_store(tmp_path)
-    settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"])
-    plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings)
-    plan = SubtitlePlan.load(tmp_path / "subtitles.npz")
+    source, probe, near, plan = planned(make_clip, tmp_path, OVERLAPPING)
     # Three screens (NEAR; NEAR and FAR; NEAR again), one picture a frame, all at NEAR's depth: it stays on.
     assert [(cue.first, cue.end) for cue in plan.cues] == [(0, 3), (3, 6), (6, 12)]
     assert all(len(plan.at(index)) == 1 for index in range(FRAMES))
@@ -154,13 +153,7 @@ def test_a_cue_shorter_than_a_frame_takes_the_next_frame_where_nothing_else_is_s
     events = ["0:00:00.00,0:00:00.10,Default,ONE", "0:00:00.10,0:00:00.12,Default,FLASH", "0:00:00.13,0:00:00.40,"
               "Default,TWO", "0:00:00.60,0:00:00.62,Default,ALONE"]  # fmt: skip
     script = ASS.split("Dialogue:")[0] + "".join(f"Dialogue: 0,{event}\n" for event in events)
-    style = tmp_path / "flashes.ass"
-    style.write_text(script, encoding="utf-8")
-    source, probe = with_track(make_clip, tmp_path, style)
-    path, _ = near_store(tmp_path)
-    settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"])
-    plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings)
-    plan = SubtitlePlan.load(tmp_path / "subtitles.npz")
+    plan = planned(make_clip, tmp_path, script)[3]
     assert [(cue.first, cue.end) for cue in plan.cues] == [(0, 2), (2, 5), (8, 9)]
 
 
