@@ -108,14 +108,15 @@ def _content_parallax(placed: list, near: Sequence[str | Path], frames: int, ste
             by_frame.setdefault(index, []).append(number)
     last = max(by_frame)
     for index, near_map in enumerate(near_frames(near, 0, last + 1)):
-        for number in by_frame.get(index, ()):
+        if index not in by_frame:
+            continue
+        parallax = Parallax.of(stereo if plane_at is None else stereo.at_plane(plane_at(index)), area.width)
+        for number in by_frame[index]:
             for x, y, width, height in placed[number][5]:
                 region = _under(near_map, x - origin[0], y - origin[1], width, height, area)
                 if region is None:
                     continue
                 columns, value = region
-                settings = stereo if plane_at is None else stereo.at_plane(plane_at(index))
-                parallax = Parallax.of(settings, area.width)
                 depth = (float(value) - parallax.zero_plane) * parallax.divergence_px
                 if parallax.ramp is not None:  # the border taper: its largest effect over the box's columns
                     ramp = parallax.ramp[columns]
