@@ -218,6 +218,45 @@ def test_a_bitmap_cue_is_scaled_to_the_eye_and_placed_in_depth(make_clip, tmp_pa
     assert drawn > 1000 and shift == -round(NEAR_PARALLAX + MARGIN)
 
 
+def test_a_bitmap_cue_in_a_cropped_bar_moves_into_the_picture_at_its_own_shape(make_clip, tmp_path):
+    # bars: crop, the picture the middle 120 rows: a PGS track authored for the whole frame, its cue in the bottom bar
+    # (as Blu-rays of scope films place them). Until 2026-12-06 its canvas was stretched onto the picture (the cue 2/3
+    # as high); now it keeps its shape and is moved up into the picture.
+    from stereo3d.stereo.bars import Area
+
+    sup = tmp_path / "in_the_bar.sup"
+    pgs_subtitles(sup, [(0.0, 0.5)], size=(W, H), box=(140, 160, 40, 12))
+    source, probe = with_track(make_clip, tmp_path, sup)
+    path, _ = near_store(tmp_path)
+    picture = Area(0, 30, W, 120)
+    settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"], bars="crop")
+    plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings, picture=picture)
+    (cue,) = SubtitlePlan.load(tmp_path / "subtitles.npz").cues
+    height, width = cue.picture.shape[:2]
+    assert 38 <= width <= 42 and 11 <= height <= 13  # as authored
+    assert 138 <= cue.x <= 142 and cue.y + height == picture.height  # moved up to the picture's bottom edge
+
+
+def test_blocks_in_the_bars_move_into_the_picture_with_the_lines_stacked_against_them():
+    from stereo3d.stereo.bars import Area
+    from stereo3d.stereo.subtitles import blocks_of, into_picture
+
+    canvas = np.zeros((180, 320, 4), np.uint8)
+    canvas[5:15, 100:200] = (255, 0, 0, 255)  # a sign in the top bar
+    canvas[142:152, 60:260] = (0, 255, 0, 255)  # a two-line cue, its first line inside the picture (rows 30-150)
+    canvas[156:166, 80:240] = (0, 0, 255, 255)  # ... and its second in the bottom bar
+    canvas[70:80, 20:60] = (255, 255, 255, 255)  # a cue well inside the picture
+    eye = into_picture(canvas, Area(0, 30, 320, 120))
+    # The sign down to the picture's top edge; the cue's two lines up together (4 rows apart, as drawn), the lower
+    # at the picture's bottom edge; the cue inside where it was (the picture starts 30 rows down).
+    assert blocks_of(eye) == [(100, 0, 100, 10), (20, 40, 40, 10), (60, 96, 200, 10), (80, 110, 160, 10)]
+    assert (eye[0, 100] == (255, 0, 0, 255)).all() and (eye[119, 80] == (0, 0, 255, 255)).all()
+    # Pillarboxed: a cue reaching into the right bar moves left, whole.
+    wide = np.zeros((180, 320, 4), np.uint8)
+    wide[160:170, 250:300, 3] = 255
+    assert blocks_of(into_picture(wide, Area(40, 0, 240, 180))) == [(190, 160, 50, 10)]
+
+
 def test_the_workflow_burns_a_track_in_depth_and_keeps_the_soft_tracks_or_not(tmp_path_factory):
     from stereo3d.demo.samples import make_clip
 

@@ -15,12 +15,12 @@ import numpy as np
 from stereo3d.errors import BadVideo
 from stereo3d.io.atomic import atomic_output
 from stereo3d.io.ffmpeg import ffmpeg_url, run_ffmpeg
-from stereo3d.io.subtitles import TEXT, burnable, cue_pictures
+from stereo3d.io.subtitles import BITMAP, TEXT, burnable, cue_pictures
 from stereo3d.stages.render import RenderSettings, near_frames, plane_at_frames
 from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import get_layout
 from stereo3d.stereo.sidecar import stereo_ass
-from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, blocks_of, box_of
+from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, blocks_of, box_of, into_picture
 from stereo3d.stereo.warp import Parallax
 
 log = logging.getLogger(__name__)
@@ -65,9 +65,13 @@ def placed_cues(video: str | Path, probe: dict, track: dict, near: Sequence[str 
     stereo = settings.stereo if picture is None or cropped else settings.stereo.inside(display[0], area.width)
     times = info["pts_offset_s"] + np.asarray(probe["frame_pts_s"], np.float64)
     frames = len(times)
+    # A bitmap track cropped with the bars: drawn for the whole frame, then its blocks moved into the picture.
+    moved = cropped and track["codec"] in BITMAP
     placed, groups = [], []
     with tempfile.TemporaryDirectory(prefix="stereo3d-subtitles-") as work:
-        for cue, canvas in cue_pictures(video, track, eye, eye if cropped else display, work):
+        for cue, canvas in cue_pictures(video, track, display if moved else eye, eye if cropped else display, work):
+            if moved:
+                canvas = into_picture(canvas, area)
             box = box_of(canvas)
             if box is None:
                 continue

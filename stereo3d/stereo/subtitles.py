@@ -131,6 +131,53 @@ def blocks_of(picture: np.ndarray) -> list[tuple[int, int, int, int]]:
     return blocks
 
 
+def into_picture(canvas: np.ndarray, area) -> np.ndarray:
+    """A subtitle canvas drawn for the whole frame (RGBA), as the eye of ``render.bars: crop`` shows it: the picture
+    ``area`` (``stereo3d.stereo.bars.Area``) alone, every block (``blocks_of``) at its own shape and place, those
+    reaching into a bar moved into the picture, each bar's as one with the blocks stacked against them (the lines of
+    one cue keep their spacing), cut where the picture is smaller. Scaled onto the picture instead, a cue authored for
+    the frame (a Blu-ray's, in the bottom bar of a scope film) came out squashed."""
+    out = np.zeros((area.height, area.width, 4), np.uint8)
+    blocks = blocks_of(canvas)
+    moves = {block: [0, 0] for block in blocks}
+    for axis, (start, size) in enumerate(((area.x, area.width), (area.y, area.height))):
+        for block, move in _into_span(blocks, axis, start, start + size).items():
+            moves[block][axis] = move
+    for (x, y, width, height), (dx, dy) in moves.items():
+        left, top = x + dx - area.x, y + dy - area.y  # the block's place in the picture
+        x0, y0 = max(left, 0), max(top, 0)
+        x1, y1 = min(left + width, area.width), min(top + height, area.height)
+        if x1 <= x0 or y1 <= y0:
+            continue
+        part = canvas[y0 - top + y : y1 - top + y, x0 - left + x : x1 - left + x]
+        drawn = part[..., 3] > 0
+        out[y0:y1, x0:x1][drawn] = part[drawn]
+    return out
+
+
+def _into_span(blocks: list, axis: int, start: int, end: int) -> dict:
+    """The moves along ``axis`` (0: x, 1: y) that bring the blocks reaching past ``start`` or ``end`` inside, with
+    the blocks stacked against them (within the tallest one's size) moved alike."""
+    moves: dict = {}
+    for far in (False, True):
+        group = {b for b in blocks if (b[axis] + b[axis + 2] > end if far else b[axis] < start)}
+        while group:
+            reach = max(b[axis + 2] for b in group)
+            if far:
+                edge = min(b[axis] for b in group)
+                stacked = {b for b in blocks if b[axis] + b[axis + 2] >= edge - reach}
+            else:
+                edge = max(b[axis] + b[axis + 2] for b in group)
+                stacked = {b for b in blocks if b[axis] <= edge + reach}
+            if stacked <= group:
+                break
+            group |= stacked
+        if group:
+            move = end - max(b[axis] + b[axis + 2] for b in group) if far else start - min(b[axis] for b in group)
+            moves.update({b: move for b in group if b not in moves})
+    return moves
+
+
 def _runs(marked: np.ndarray, gap: int) -> list[tuple[int, int]]:
     """The runs (start, end) of True in ``marked``, those less than ``gap`` apart joined."""
     places = np.flatnonzero(marked)
