@@ -257,6 +257,25 @@ def test_blocks_in_the_bars_move_into_the_picture_with_the_lines_stacked_against
     assert blocks_of(into_picture(wide, Area(40, 0, 240, 180))) == [(190, 160, 50, 10)]
 
 
+@pytest.mark.parametrize(("transfer", "white"), [("smpte2084", 148), ("arib-std-b67", 191), ("bt709", 255)])
+def test_a_cues_white_is_the_pictures_white_or_graphics_white_in_hdr(make_clip, tmp_path, transfer, white):
+    # White text drawn at full code value into a PQ film would be its 10,000 cd/m²; BT.2408's graphics white is
+    # 203 cd/m² (PQ 0.58) and 75 % of an HLG signal. The probe says which the video is. In an SDR picture white is
+    # 255 and black 0: the bundled FFmpeg's libass drawing gave 235 and 16 (grey text, a dark grey outline) until
+    # 2026-12-06.
+    style = tmp_path / "styled.ass"
+    style.write_text(ASS, encoding="utf-8")
+    source, probe = with_track(make_clip, tmp_path, style)
+    probe["video"].update(color_transfer=transfer, color_primaries="bt2020")
+    path, _ = near_store(tmp_path)
+    settings = RenderSettings(stereo=STEREO, subtitle_stream=probe["subtitles"][0]["index"])
+    plan_subtitles(source, probe, [path], tmp_path / "subtitles.npz", settings)
+    for cue in SubtitlePlan.load(tmp_path / "subtitles.npz").cues:
+        opaque = cue.picture[..., 3] == 255
+        assert cue.picture[..., :3][opaque].max() == white  # the text's white; its black outline stays black
+        assert cue.picture[..., :3][opaque].min() == 0
+
+
 def test_the_workflow_burns_a_track_in_depth_and_keeps_the_soft_tracks_or_not(tmp_path_factory):
     from stereo3d.demo.samples import make_clip
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from stereo3d.errors import BadVideo
-from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_command, ffmpeg_url, last_error_line, run_ffmpeg
+from stereo3d.io.ffmpeg import BITEXACT, ffmpeg_command, ffmpeg_exe, ffmpeg_url, last_error_line, run_ffmpeg
 
 log = logging.getLogger(__name__)
 
@@ -126,10 +126,11 @@ def _text_pictures(source, track, copy: Path, cues: list[Cue], size, authored, w
     args = ["-y", "-f", "concat", "-safe", "0", "-i", ffmpeg_url(canvas), "-vf",
             f"format=rgba,subtitles=filename={_filter_path(copy)}:alpha=1:original_size={authored[0]}x{authored[1]}",
             "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1"]  # fmt: skip
+    black, white = libass_levels(work)
     # The canvas's first frame is its start (time 0), before the first cue's.
     for index, picture in enumerate(_raw_frames(args, size, source, track)):
         if 1 <= index <= len(cues):
-            yield cues[index - 1], picture
+            yield cues[index - 1], picture if (black, white) == (0, 255) else _full_range(picture, black, white)
 
 
 def _bitmap_pictures(source, track, copy: Path, cues: list[Cue], size):
@@ -171,6 +172,53 @@ def _raw_frames(args: list[str], size: tuple[int, int], source, track) -> Iterat
         if returncode:
             errors.seek(0)
             raise BadVideo(source, f"drawing subtitle stream #{track['index']}: {last_error_line(errors.read())}")
+
+
+# Two squares drawn by libass, white and black, filling known pixels of a 64 x 32 canvas.
+_LEVELS_SCRIPT = """[Script Info]
+ScriptType: v4.00+
+PlayResX: 64
+PlayResY: 32
+
+[V4+ Styles]
+Format: Name, Fontname, Fontsize, PrimaryColour, OutlineColour, BackColour, Bold, Italic, BorderStyle, Outline, \
+Shadow, Alignment, MarginL, MarginR, MarginV
+Style: Default,Arial,20,&H00FFFFFF,&H00000000,&H00000000,0,0,1,0,0,7,0,0,0
+
+[Events]
+Format: Layer, Start, End, Style, Text
+Dialogue: 0,0:00:00.00,0:00:01.00,Default,{\\pos(4,4)\\p1}m 0 0 l 16 0 16 16 0 16
+Dialogue: 0,0:00:00.00,0:00:01.00,Default,{\\pos(36,4)\\p1\\c&H000000&}m 0 0 l 16 0 16 16 0 16
+"""
+_LEVELS: dict[str, tuple[int, int]] = {}
+
+
+def libass_levels(work: str | Path) -> tuple[int, int]:
+    """The code values at which this ffmpeg's ``subtitles`` filter draws black and white on an RGBA canvas: 0 and
+    255 up to FFmpeg 7; FFmpeg 9 (the bundled one) draws as for limited-range video, 16 and 235, whatever the
+    canvas's range is said to be, which left burnt text grey and its outline dark grey. Asked once per binary, with
+    a two-square script drawn in ``work``."""
+    binary = ffmpeg_exe()
+    if binary not in _LEVELS:
+        script = Path(work) / "levels.ass"
+        script.write_text(_LEVELS_SCRIPT, encoding="utf-8")
+        args = ["-f", "lavfi", "-i", "color=c=black@0:s=64x32:r=1:d=1,format=rgba", "-vf",
+                f"subtitles=filename={_filter_path(script)}:alpha=1", "-frames:v", "1", "-f", "rawvideo", "-pix_fmt",
+                "rgba", "pipe:1"]  # fmt: skip
+        drawn = run_ffmpeg(args, script, "asking ffmpeg how libass draws black and white").stdout
+        canvas = np.frombuffer(drawn, np.uint8).reshape(32, 64, 4)
+        white, black = int(canvas[12, 12, 0]), int(canvas[12, 44, 0])
+        _LEVELS[binary] = (black, white) if white > black else (0, 255)
+    return _LEVELS[binary]
+
+
+def _full_range(picture: np.ndarray, black: int, white: int) -> np.ndarray:
+    """An RGBA picture drawn between ``black`` and ``white`` code values, stretched to the whole 0..255."""
+    out = picture.copy()
+    levels = out[..., :3].astype(np.int32)
+    span = white - black
+    out[..., :3] = np.clip(((levels - black) * 255 + span // 2) // span, 0, 255)
+    return out
 
 
 def read_cues(path: str | Path) -> list[Cue]:

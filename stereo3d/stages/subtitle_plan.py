@@ -20,7 +20,7 @@ from stereo3d.stages.render import RenderSettings, near_frames, plane_at_frames
 from stereo3d.stereo.bars import Area
 from stereo3d.stereo.layouts import get_layout
 from stereo3d.stereo.sidecar import stereo_ass
-from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, blocks_of, box_of, into_picture
+from stereo3d.stereo.subtitles import PlacedCue, SubtitlePlan, blocks_of, box_of, for_transfer, into_picture
 from stereo3d.stereo.warp import Parallax
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,8 @@ def placed_cues(video: str | Path, probe: dict, track: dict, near: Sequence[str 
             if first >= frames:
                 continue
             x, y, width, height = box
-            placed.append([first, end, x, y, canvas[y : y + height, x : x + width].copy(), blocks_of(canvas)])
+            image = for_transfer(canvas[y : y + height, x : x + width], info["color_transfer"], info["color_primaries"])
+            placed.append([first, end, x, y, image.copy(), blocks_of(canvas)])
             groups.append(cue.group)
     # A flash between two frames takes the frame after it, unless a screen or an earlier flash is shown there.
     shown = {index for first, end, *_ in placed for index in range(first, end)}

@@ -131,6 +131,37 @@ def blocks_of(picture: np.ndarray) -> list[tuple[int, int, int, int]]:
     return blocks
 
 
+# A subtitle's white in an HDR picture: graphics white of ITU-R BT.2408 (203 cd/m² in PQ; 75 % of the HLG signal,
+# which the HLG OETF gives at this share of its peak scene light). Drawn at full code value, white text in a PQ
+# film would be the format's 10,000 cd/m².
+GRAPHICS_WHITE_NITS = 203.0
+HLG_GRAPHICS_WHITE = 0.26496
+# Linear BT.709 RGB to BT.2020 (ITU-R BT.2087): the cue's sRGB colours in a wide-gamut picture's primaries.
+BT709_TO_BT2020 = np.array([[0.6274, 0.3293, 0.0433], [0.0691, 0.9195, 0.0114], [0.0164, 0.0880, 0.8956]])
+
+
+def for_transfer(picture: np.ndarray, transfer: str | None, primaries: str | None) -> np.ndarray:
+    """A cue's picture (RGBA uint8, sRGB as libass and bitmap tracks draw it) in the code values of a video of
+    ``transfer`` and ``primaries`` (the probe's names): PQ (``smpte2084``) and HLG (``arib-std-b67``) pictures
+    get its colours at graphics white's level in their primaries; any other is returned as it is."""
+    if transfer not in ("smpte2084", "arib-std-b67"):
+        return picture
+    rgb = picture[..., :3].astype(np.float64) / 255.0
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    if primaries == "bt2020":
+        linear = np.clip(linear @ BT709_TO_BT2020.T, 0.0, 1.0)
+    if transfer == "smpte2084":
+        light = (linear * (GRAPHICS_WHITE_NITS / 10000.0)) ** (2610 / 16384)
+        code = ((3424 / 4096 + 2413 / 128 * light) / (1 + 2392 / 128 * light)) ** (2523 / 32)
+    else:
+        scene = linear * HLG_GRAPHICS_WHITE
+        a, b, c = 0.17883277, 0.28466892, 0.55991073
+        code = np.where(scene <= 1 / 12, np.sqrt(3 * scene), a * np.log(np.maximum(12 * scene - b, 1e-12)) + c)
+    out = picture.copy()
+    out[..., :3] = np.clip(np.rint(code * 255.0), 0, 255).astype(np.uint8)
+    return out
+
+
 def into_picture(canvas: np.ndarray, area) -> np.ndarray:
     """A subtitle canvas drawn for the whole frame (RGBA), as the eye of ``render.bars: crop`` shows it: the picture
     ``area`` (``stereo3d.stereo.bars.Area``) alone, every block (``blocks_of``) at its own shape and place, those
