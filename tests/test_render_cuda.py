@@ -24,9 +24,10 @@ def random_scene(rng, height, width, dtype):
 def test_the_gpu_kernels_render_the_cpu_views_in_the_cuda_simulator():
     # Every step on the device (the shift map with its depth-edge picks, dilation and taper; the splat; the
     # resampling; the hole fill from the frames around and from the background), on moving scenes walked through
-    # the fill's window, rendered into a packed frame (one download) and into views of their own, 8 and 16 bits:
-    # the CPU renderer's pixels, bit for bit. The renderer's own check (a moving scene, both eyes) runs at its
-    # opening. The simulator must be chosen before numba.cuda is first imported: a fresh interpreter.
+    # the fill's window (the middle frame, frames around on both sides; the first, frames after it only), rendered
+    # into a packed frame (one download) and into views of their own, 8 and 16 bits: the CPU renderer's pixels, bit
+    # for bit. The renderer's own check (a moving scene's middle frame, both eyes) runs at its opening. The
+    # simulator must be chosen before numba.cuda is first imported: a fresh interpreter.
     script = textwrap.dedent(
         """
         import numpy as np
@@ -51,8 +52,8 @@ def test_the_gpu_kernels_render_the_cpu_views_in_the_cuda_simulator():
             packed = [stereo_frame(renderer, pictures[1], nears[1], settings, "full_sbs", {}, (1, 0),
                                    neighbours=around) for renderer in (cpu, gpu)]
             assert packed[0].dtype == packed[1].dtype and np.array_equal(*packed), settings
-            if case == 0:  # views of their own, not windows of a packed frame
-                views = [renderer.render_stereo(pictures[1], nears[1], settings, neighbours=around)
+            if case == 0:  # views of their own, not windows of a packed frame; the first frame: frames after it only
+                views = [renderer.render_stereo(pictures[0], nears[0], settings, neighbours=window.neighbours(0))
                          for renderer in (cpu, gpu)]
                 assert all(np.array_equal(a, b) for a, b in zip(*views)), settings
         # Rows wider than the row kernel's threads (pieces of 6 columns), shifts of +-40 px: columns landing past
