@@ -157,6 +157,18 @@ def test_a_cue_shorter_than_a_frame_takes_the_next_frame_where_nothing_else_is_s
     assert [(cue.first, cue.end) for cue in plan.cues] == [(0, 2), (2, 5), (8, 9)]
 
 
+def test_a_screen_takes_the_depth_of_what_lies_under_its_blocks_not_under_the_box_around_them(make_clip, tmp_path):
+    # A sign at the top left and a small line at the bottom right, both over the far wall: the box around them both
+    # covers the near box at the bottom middle; their blocks do not. (A screen placed by that box sat in front of
+    # the near box.)
+    events = ["0:00:00.00,0:00:01.00,Default,{\\an7\\pos(8,4)}FAR",
+              "0:00:00.00,0:00:01.00,Default,{\\an3\\pos(316,176)\\fs20}LOW"]  # fmt: skip
+    script = ASS.split("Dialogue:")[0] + "".join(f"Dialogue: 0,{event}\n" for event in events)
+    (cue,) = planned(make_clip, tmp_path, script)[3].cues
+    assert cue.x < 40 and cue.y < 40 and cue.x + cue.picture.shape[1] > 280 and cue.y + cue.picture.shape[0] > 150
+    assert cue.parallax == pytest.approx(MARGIN, abs=1e-6)
+
+
 @pytest.mark.parametrize(
     ("cues", "expected"),
     [
