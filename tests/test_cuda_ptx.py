@@ -67,6 +67,7 @@ def launch_types(dtype, packed: bool = False) -> dict[str, tuple]:
             nb.int64,
             nb.float64,
             nb.float64,
+            nb.float64,
             line[np.float64],
             line[np.float64],
             plane[np.int16],

@@ -285,6 +285,32 @@ def test_a_gap_thinner_than_the_maps_samples_takes_the_depth_of_what_it_shows(mo
     assert (picked()[:, 30] == 500).all()
 
 
+def test_a_pixel_at_a_soft_edge_takes_a_surfaces_depth_over_the_blend_of_both(monkeypatch):
+    # A box's edge softened over two pixels (levels 160 and 90 between the box's 200 and the background's 40): at a
+    # quarter of the size, one sample blends both, in colour (122.5) and depth (500). The pixel of level 160 lies
+    # a little nearer that blend's colour than the box's, yet takes the box's depth: a blend's depth belongs to
+    # neither surface (its pixel would be sheared between them in the views). The pixel of level 90, far nearer
+    # the blend than either surface, keeps the blend.
+    from stereo3d.stereo import upsample
+
+    frame = np.zeros((8, 64, 3), np.uint8)
+    near = np.zeros((8, 64), np.float32)
+    frame[:, :29], near[:, :30] = 200, 1.0
+    frame[:, 29], frame[:, 30], frame[:, 31:] = 160, 90, 40
+    small = np.rint(cv2.resize(near, (16, 2), interpolation=cv2.INTER_AREA) * 1000).astype(np.int16)
+    assert small[0, 7] == 500
+
+    def picked():
+        enlarged = np.empty((8, 64), np.int16)
+        upsample.enlarge(small, enlarged, frame, threshold=50)
+        return enlarged
+
+    wide = picked()
+    assert (wide[:, :30] == 1000).all() and (wide[:, 30] == 500).all() and (wide[:, 31:] == 0).all()
+    monkeypatch.setattr(upsample, "MIXED_COST", 0.0)
+    assert (picked()[:, 29] == 500).all()
+
+
 def test_large_frames_render_the_same_in_parallel_and_serially(monkeypatch):
     from stereo3d.stereo import warp as render
 

@@ -191,7 +191,8 @@ class CudaRenderer:
             scale = upsample.channel_scale(source.dtype) * channels  # the constants are per 8-bit channel
             k.enlarge[grid, _PIXEL_BLOCK, stream](small, source, colours, known, picks, recipe.threshold or 0,
                                                   upsample.REACH, upsample.NEAR_ENOUGH * scale,
-                                                  upsample.DISTANCE_COST * scale, row_at, col_at,
+                                                  upsample.DISTANCE_COST * scale, upsample.MIXED_COST * scale,
+                                                  row_at, col_at,
                                                   enlarged)  # fmt: skip
         if recipe.dilate_px == 0 and recipe.ramp is None:
             return enlarged
@@ -385,8 +386,8 @@ def _kernels():
             sample_colour(frame, i, j, out.shape[0], out.shape[1], out[i, j])
 
     @cuda.jit
-    def enlarge(small, frame, colours, known, picks, threshold, reach, near_enough, distance_cost, row_at, col_at,
-                out):  # fmt: skip
+    def enlarge(small, frame, colours, known, picks, threshold, reach, near_enough, distance_cost, mixed_cost, row_at,
+                col_at, out):  # fmt: skip
         x, y = cuda.grid(2)
         height, width = out.shape
         if y >= height or x >= width:
@@ -396,11 +397,11 @@ def _kernels():
             cj = cell_place(x, small.shape[1], width)[1]
             if is_edge(small, ci, cj, threshold):
                 values = cuda.local.array(most, np.int16)
-                at = cuda.local.array((most, 2), np.float64)
+                at = cuda.local.array((most, 3), np.float64)
                 samples = cuda.local.array((most, channels_most), np.float64)
                 n, four = candidates(small, frame, colours, known, ci, cj, reach, values, at, samples)
                 pick_span(out, frame, row_at, col_at, y, y + 1, x, x + 1, values, samples, at, n, four, near_enough,
-                          distance_cost)  # fmt: skip
+                          distance_cost, mixed_cost)  # fmt: skip
                 return
         out[y, x] = bilinear_value(small, y, x, height, width)
 
