@@ -168,7 +168,8 @@ def sample_colour(frame, i, j, rows, cols, out):
 
 @njit(nogil=True, cache=True, inline="always")
 def candidates(small, frame, colours, known, ci, cj, reach, values, at, samples):
-    """The samples a pixel of edge cell (ci, cj) may take its depth from, into ``values``, ``at`` (their place) and
+    """The samples a pixel of edge cell (ci, cj) may take its depth from, into ``values``, ``at`` (their place in its
+    first two columns; ``pick_span`` keeps each one's blend cost in the third) and
     ``samples`` (their colours, from ``colours`` once ``known``, else reduced from the frame now): the cell's four
     first, then those up to ``reach`` beyond them. Returns how many, and how many of them are the four."""
     rows, cols = small.shape
@@ -202,7 +203,7 @@ def pick_span(enlarged, frame, row_at, col_at, top, bottom, left, right, values,
     candidate (``candidates``) whose colour is closest to the pixel's, each candidate's difference raised by
     ``distance_cost`` per sample of distance from the pixel's place on the map (``row_at``, ``col_at``) and by
     ``mixed_cost`` times how far inside the candidates' range of values its own lies (``MIXED_COST``); the four
-    alone where one of them is within ``near_enough``."""
+    alone where one of them scores within ``near_enough``."""
     channels = frame.shape[2]
     largest, smallest = np.float64(values[0]), np.float64(values[0])
     for k in range(n):
