@@ -1,6 +1,7 @@
 """Q1-Q3: what the viewer sees, against ground truth (``stereo3d.qc.truth``).
 
     python -m bench.viewing [--size 960x540] [--frames 24] [--variants]
+    python -m bench.viewing --photograph [PCT ...]
 
 Two generated sequences, each ray-cast with exact depth and both eyes' exact views: ``street`` (a camera trucking
 and dollying past boxes, a sphere, thin poles) and ``still camera`` (the same street from a tripod, the objects
@@ -27,6 +28,9 @@ fill from: the fill's background alone, as for a photograph):
 - **Q5** hole PSNR of the renderer's single-frame fill (``fill: background``) minus Telea's (goal >= +1.5 dB)
 - **Q6** visible PSNR of the renderer given the depth at a model's size minus the plain nearest warp given the
   exact depth at the frame's (goal >= -1.0 dB): what a depth model's coarse map costs against perfect depth
+
+``--photograph`` scores the garden as issue 46 scored a real stereo photograph (``photograph_rows``), at the
+renderer's default divergence and at 8 % (a stereo photograph's disparities span several times the default).
 """
 
 from __future__ import annotations
@@ -46,20 +50,21 @@ from stereo3d.qc import truth, viewing
 RIG = truth.Rig()  # the renderer's default divergence and convergence
 MODEL_WIDTH_RATIO = 518 / 1920  # DA3's output width against a 1080p frame's
 TRUTH_VERSION = 2  # bump when the scenes change: the cached sequences are remade
+PHOTOGRAPH_DIVERGENCE = 8.0  # % of the width: a stereo photograph's disparities span several times the default
 
 
-def sequences(size: tuple[int, int] = (960, 540), frames: int = 24, scenes=(truth.street, truth.still_camera)
-              ) -> dict[str, dict]:  # fmt: skip
-    """The truth sequences of ``scenes`` (functions of the frame count) at ``size``, made once into the bench cache
-    (a few minutes at 960x540)."""
+def sequences(size: tuple[int, int] = (960, 540), frames: int = 24, scenes=(truth.street, truth.still_camera),
+              rig: truth.Rig = RIG) -> dict[str, dict]:  # fmt: skip
+    """The truth sequences of ``scenes`` (functions of the frame count) at ``size``, their eyes for ``rig``, made
+    once into the bench cache (a few minutes at 960x540)."""
     out = {}
+    other_rig = "" if rig == RIG else f"-div{rig.divergence_pct:g}-conv{rig.convergence:g}"
     for scene in (make(frames) for make in scenes):
-        path = (
-            common.CACHE / "truth" / f"{scene.name.replace(' ', '-')}-{size[0]}x{size[1]}-{frames}-v{TRUTH_VERSION}.npz"
-        )
+        name = f"{scene.name.replace(' ', '-')}-{size[0]}x{size[1]}-{frames}{other_rig}-v{TRUTH_VERSION}.npz"
+        path = common.CACHE / "truth" / name
         if not path.exists():
             common.say(f"ray-casting {scene.name}: {frames} frames at {size[0]}x{size[1]}")
-            rendered = [truth.render_frame(scene, index, *size, RIG) for index in range(frames)]
+            rendered = [truth.render_frame(scene, index, *size, rig) for index in range(frames)]
             arrays = {key: np.stack([getattr(frame, key) for frame in rendered])
                       for key in ("source", "near", "left", "right", "left_class", "right_class", "left_static",
                                   "right_static")}  # fmt: skip
@@ -103,11 +108,11 @@ def telea_views(sequence: dict, settings, depth: str, holes_out: list | None = N
         yield [viewing.telea(view, hole) for view, hole in zip(views, holes[index])]
 
 
-def nearest_views(sequence: dict, depth: str):
+def nearest_views(sequence: dict, depth: str, rig: truth.Rig = RIG):
     """The plain nearest-pixel warp (holes left black: only its visible pixels are compared)."""
     from stereo3d.stereo.warp import StereoSettings, parallax_px
 
-    settings = StereoSettings(divergence_pct=RIG.divergence_pct, convergence=RIG.convergence)
+    settings = StereoSettings(divergence_pct=rig.divergence_pct, convergence=rig.convergence)
     for frame, near in zip(sequence["source"], sequence["near"]):
         if depth == "model":
             near = cv2.resize(model_size(near), (frame.shape[1], frame.shape[0]), interpolation=cv2.INTER_LINEAR)
@@ -251,7 +256,39 @@ def hard_figures(size: tuple[int, int] = (960, 540), frames: int = 8) -> dict:
                       "psnr_db": nearest["visible_psnr_db"]},
             measured={"what": "the renderer given the depth at a model's size", "psnr_db": ours["visible_psnr_db"]},
             setup=setup, renderer_at_exact_depth=exact["visible_psnr_db"],
+            model_cost_db=round(ours["visible_psnr_db"] - exact["visible_psnr_db"], 3),
+            # Issue 46's rows of a real stereo photograph, on the garden ray-cast for a photograph's parallax.
+            at_a_photographs_parallax={"divergence_pct": PHOTOGRAPH_DIVERGENCE,
+                                       **photograph_rows(PHOTOGRAPH_DIVERGENCE, size, frames)},
         ),
+    }  # fmt: skip
+
+
+def photograph_rows(divergence_pct: float, size: tuple[int, int] = (960, 540), frames: int = 8) -> dict:
+    """The rows of issue 46's table of a real stereo photograph, on the garden ray-cast for ``divergence_pct``
+    (a photograph's cameras give several times the renderer's default; the renderer is given the same), a still
+    picture at a time (dB): ``visible_exact``, the renderer at exact depth − the plain nearest warp where both eyes
+    see; ``holes_exact``, the renderer's fill of the background alone − Telea's on the same holes, at exact depth;
+    ``visible_model``, the renderer at a model's size − the plain warp at exact depth (Q6); and ``model_cost``, the
+    renderer at a model's size − itself at exact depth."""
+    from stereo3d.stereo.warp import StereoSettings
+
+    rig = truth.Rig(divergence_pct=divergence_pct, convergence=RIG.convergence)
+    data = sequences(size, frames, (truth.garden,), rig)
+    settings = replace(StereoSettings(), divergence_pct=rig.divergence_pct, convergence=rig.convergence)
+    alone = replace(settings, fill="background")
+    model = score(data, lambda seq, out: renderer_views(seq, alone, "model", False, out), True)
+    exact = score(data, lambda seq, out: renderer_views(seq, alone, "exact", False, out), True)
+    telea = score(data, lambda seq, out: telea_views(seq, settings, "exact", out), True)
+    nearest = score(data, lambda seq: nearest_views(seq, "exact", rig))
+    return {
+        "visible_exact": round(exact["visible_psnr_db"] - nearest["visible_psnr_db"], 2),
+        "holes_exact": round(exact["hole_psnr_db"] - telea["hole_psnr_db"], 2),
+        "visible_model": round(model["visible_psnr_db"] - nearest["visible_psnr_db"], 2),
+        "model_cost": round(model["visible_psnr_db"] - exact["visible_psnr_db"], 2),
+        "psnr_db": {"renderer_exact": exact["visible_psnr_db"], "renderer_model": model["visible_psnr_db"],
+                    "nearest_exact": nearest["visible_psnr_db"], "holes_renderer": exact["hole_psnr_db"],
+                    "holes_telea": telea["hole_psnr_db"]},
     }  # fmt: skip
 
 
@@ -262,9 +299,23 @@ def main() -> None:
     parser.add_argument(
         "--variants", action="store_true", help="also score the settings the defaults were chosen among"
     )
+    parser.add_argument(
+        "--photograph", type=float, nargs="*", metavar="PCT",
+        help="instead: issue 46's rows of a real stereo photograph, on the garden at these divergences (%%)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     size = tuple(int(v) for v in args.size.split("x"))
+    if args.photograph is not None:
+        wanted = args.photograph or (RIG.divergence_pct, PHOTOGRAPH_DIVERGENCE)
+        rows = {f"{pct:g} %": photograph_rows(pct, size) for pct in wanted}
+        for name, row in rows.items():
+            print(f"garden at {name:6s} exact - nearest {row['visible_exact']:+.2f}  holes at exact depth - Telea "
+                  f"{row['holes_exact']:+.2f}  model - nearest {row['visible_model']:+.2f}  model - exact "
+                  f"{row['model_cost']:+.2f} dB")  # fmt: skip
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=1))
+        return
     results = run(size, args.frames, args.variants)
     for name, scores in results.items():
         print(f"{name:34s} visible {scores['visible_psnr_db']:6.2f} dB  holes {scores['hole_psnr_db']:6.2f} dB "
