@@ -308,21 +308,25 @@ def main() -> None:
     size = tuple(int(v) for v in args.size.split("x"))
     if args.photograph is not None:
         wanted = args.photograph or (RIG.divergence_pct, PHOTOGRAPH_DIVERGENCE)
-        rows = {f"{pct:g} %": photograph_rows(pct, size) for pct in wanted}
-        for name, row in rows.items():
-            print(f"garden at {name:6s} exact - nearest {row['visible_exact']:+.2f}  holes at exact depth - Telea "
-                  f"{row['holes_exact']:+.2f}  model - nearest {row['visible_model']:+.2f}  model - exact "
-                  f"{row['model_cost']:+.2f} dB")  # fmt: skip
-        if args.out:
-            args.out.write_text(json.dumps(rows, indent=1))
-        return
-    results = run(size, args.frames, args.variants)
+        results, line = {f"{pct:g} %": photograph_rows(pct, size) for pct in wanted}, _photograph_line
+    else:
+        results, line = run(size, args.frames, args.variants), _scores_line
     for name, scores in results.items():
-        print(f"{name:34s} visible {scores['visible_psnr_db']:6.2f} dB  holes {scores['hole_psnr_db']:6.2f} dB "
-              f"(ssim {scores['hole_ssim']:.3f})  edges {scores['edge_psnr_db']:6.2f} dB  "
-              f"flicker {scores['hole_flicker']:.3f}")  # fmt: skip
+        print(line(name, scores))
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
+
+
+def _scores_line(name: str, scores: dict) -> str:
+    return (f"{name:34s} visible {scores['visible_psnr_db']:6.2f} dB  holes {scores['hole_psnr_db']:6.2f} dB "
+            f"(ssim {scores['hole_ssim']:.3f})  edges {scores['edge_psnr_db']:6.2f} dB  "
+            f"flicker {scores['hole_flicker']:.3f}")  # fmt: skip
+
+
+def _photograph_line(name: str, row: dict) -> str:
+    return (f"garden at {name:6s} exact - nearest {row['visible_exact']:+.2f}  holes at exact depth - Telea "
+            f"{row['holes_exact']:+.2f}  model - nearest {row['visible_model']:+.2f}  model - exact "
+            f"{row['model_cost']:+.2f} dB")  # fmt: skip
 
 
 if __name__ == "__main__":
