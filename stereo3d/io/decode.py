@@ -42,6 +42,10 @@ REORDER_PICTURES = 16
 SEARCH_MARGIN_S = 2.0
 # Key frames enough to sample a video by (``sample_frames``); with fewer, the frames between are decoded too.
 KEY_SAMPLES = 8
+# Pictures scaled to at most this many pixels (a depth model's input) are converted on one thread: swscale's slices
+# on several threads cost more than they share out at that size (2 cores, 1080p to 518x292, bench P10: 10 % of the
+# reader's time, 8 % of its CPU), while a full-size picture converts faster on them (10-bit 1080p: 9 %).
+ONE_THREAD_PIXELS = 1 << 19
 # Clockwise turns a player applies (the probe's ``rotation``) as numpy's counter-clockwise quarter turns.
 _QUARTER_TURNS = {0: 0, 90: -1, 180: 2, 270: 1}
 
@@ -294,13 +298,15 @@ class _Conversion:
         shrink = self.coded_size[0] * self.coded_size[1] < coded[0] * coded[1]
         self.interpolation = "AREA" if shrink else "BICUBIC"
         self.pix_fmt = pix_fmt
+        self.threads = 1 if width * height <= ONE_THREAD_PIXELS else 0  # 0: swscale's choice (a thread a core)
         self._graph = None
 
     def __call__(self, frame) -> np.ndarray:
         width, height = self.coded_size
         if self.crop is not None:
             frame = self._cropped(frame)
-        rgb = frame.reformat(width=width, height=height, format=self.pix_fmt, interpolation=self.interpolation)
+        rgb = frame.reformat(width=width, height=height, format=self.pix_fmt, interpolation=self.interpolation,
+                             threads=self.threads)  # fmt: skip
         array = rgb.to_ndarray()
         return np.ascontiguousarray(np.rot90(array, self.turns)) if self.turns else array
 
