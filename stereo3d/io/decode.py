@@ -42,9 +42,10 @@ REORDER_PICTURES = 16
 SEARCH_MARGIN_S = 2.0
 # Key frames enough to sample a video by (``sample_frames``); with fewer, the frames between are decoded too.
 KEY_SAMPLES = 8
-# Pictures scaled to at most this many pixels (a depth model's input) are converted on one thread: swscale's slices
-# on several threads cost more than they share out at that size (2 cores, 1080p to 518x292, bench P10: 10 % of the
-# reader's time, 8 % of its CPU), while a full-size picture converts faster on them (10-bit 1080p: 9 %).
+# Pictures of at most this many pixels as delivered (a depth model's input, a small video) are converted on one
+# thread: swscale's slices on several threads (PyAV's default since 17) cost more than they share out at that size
+# (2 cores, 1080p to 518x292, bench P10: 10 % of the reader's time, 8 % of its CPU), while a full-size picture
+# converts faster on them (10-bit 1080p: 9 %).
 ONE_THREAD_PIXELS = 1 << 19
 # Clockwise turns a player applies (the probe's ``rotation``) as numpy's counter-clockwise quarter turns.
 _QUARTER_TURNS = {0: 0, 90: -1, 180: 2, 270: 1}
