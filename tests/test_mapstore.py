@@ -106,6 +106,42 @@ def test_any_zarr_reader_opens_the_store(tmp_path):
     assert group.attrs["transfer"] == "log" and group.attrs["bits"] == 10
 
 
+@pytest.mark.parametrize("transfer,bits", [("inverse", 10), ("log", 10), ("linear", 14)])
+def test_the_store_holds_the_codes_its_coding_states_and_reads_them_back_bit_for_bit(tmp_path, transfer, bits):
+    # The coding as the module states it, in whole-array NumPy (each frame quantised over its own range in the
+    # transfer's domain, the plane predictor, the zigzag) and undone so by any Zarr reader: the writer stores these
+    # very codes and ranges, and the reader gives these very values (both work a frame at a time).
+    import zarr
+
+    rng = np.random.default_rng(3)
+    frames = np.stack(smooth_maps(5, 37, 61)) * 3
+    frames[:, 10:20, 15:40] *= 4  # a depth edge: large residuals of both signs
+    frames += rng.random(frames.shape, np.float32) * 0.05
+    frames[2] = 1.5  # a constant frame: an empty range
+    write_maps(tmp_path / "d.maps", frames, transfer, chunk=2, bits=bits)
+    group = zarr.open_group(tmp_path / "d.maps", mode="r")
+    top = 2**bits - 1
+    domain = {"log": np.log, "inverse": np.reciprocal, "linear": np.asarray}[transfer](frames)
+    lo, hi = domain.min(axis=(1, 2)).astype(np.float64), domain.max(axis=(1, 2)).astype(np.float64)
+    scale = (top / np.where(hi > lo, hi - lo, 1.0)).astype(np.float32)[:, None, None]
+    level = np.clip(np.rint((domain - lo.astype(np.float32)[:, None, None]) * scale), 0, top).astype(np.int32)
+    level[:, :, 1:] = level[:, :, 1:] - level[:, :, :-1]
+    level[:, 1:, :] = level[:, 1:, :] - level[:, :-1, :]
+    np.testing.assert_array_equal(group["codes"][:], ((level << 1) ^ (level >> 31)).astype(np.uint16))
+    np.testing.assert_array_equal(group["ranges"][:], np.stack([lo, hi], axis=1))
+    zigzag = group["codes"][:].astype(np.int32)
+    levels = np.cumsum(np.cumsum((zigzag >> 1) ^ -(zigzag & 1), axis=1, dtype=np.int32), axis=2, dtype=np.int32)
+    values = levels.astype(np.float32)
+    values *= ((hi - lo) / top).astype(np.float32)[:, None, None]
+    values += lo.astype(np.float32)[:, None, None]
+    if transfer == "log":
+        np.exp(values, out=values)
+    elif transfer == "inverse":
+        np.reciprocal(np.maximum(values, np.float32(1e-12)), out=values)
+    with MapReader(tmp_path / "d.maps") as store:
+        np.testing.assert_array_equal(store.read(), values)
+
+
 def test_a_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError):
         with MapWriter(tmp_path / "d.maps", "log") as writer:
