@@ -106,19 +106,28 @@ def test_any_zarr_reader_opens_the_store(tmp_path):
     assert group.attrs["transfer"] == "log" and group.attrs["bits"] == 10
 
 
+@pytest.mark.parametrize("frames_at_once", [1, 3, None])
 @pytest.mark.parametrize("transfer,bits", [("inverse", 10), ("log", 10), ("linear", 14)])
-def test_the_store_holds_the_codes_its_coding_states_and_reads_them_back_bit_for_bit(tmp_path, transfer, bits):
+def test_the_store_holds_the_codes_its_coding_states_and_reads_them_back_bit_for_bit(
+    tmp_path, monkeypatch, transfer, bits, frames_at_once
+):
     # The coding as the module states it, in whole-array NumPy (each frame quantised over its own range in the
     # transfer's domain, the plane predictor, the zigzag) and undone so by any Zarr reader: the writer stores these
-    # very codes and ranges, and the reader gives these very values (both work a frame at a time).
+    # very codes and ranges, and the reader gives these very values, however many frames it codes at once (a
+    # whole chunk here, unless told fewer: large maps go a frame at a time).
     import zarr
+
+    from stereo3d.io import mapstore
+
+    if frames_at_once:
+        monkeypatch.setattr(mapstore, "CODING_VALUES", frames_at_once * 37 * 61)
 
     rng = np.random.default_rng(3)
     frames = np.stack(smooth_maps(5, 37, 61)) * 3
     frames[:, 10:20, 15:40] *= 4  # a depth edge: large residuals of both signs
     frames += rng.random(frames.shape, np.float32) * 0.05
     frames[2] = 1.5  # a constant frame: an empty range
-    write_maps(tmp_path / "d.maps", frames, transfer, chunk=2, bits=bits)
+    write_maps(tmp_path / "d.maps", frames, transfer, chunk=4, bits=bits)
     group = zarr.open_group(tmp_path / "d.maps", mode="r")
     top = 2**bits - 1
     domain = {"log": np.log, "inverse": np.reciprocal, "linear": np.asarray}[transfer](frames)

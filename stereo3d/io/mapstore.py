@@ -63,6 +63,7 @@ CHUNK_FRAMES = 32
 DEFAULT_BITS = {"log": 10, "inverse": 10, "linear": 10}
 MAX_BITS = 14  # plane-predictor residuals span 4x the levels; zigzag-mapped, that still fits in 16 bits
 _TINY = 1e-12  # depth is clamped here before the log; DA3 depth is positive
+CODING_VALUES = 1 << 17  # map values coded in one go (``_frames_at_once``): arrays of 0.5 MB, in the caches
 # Blosc with zstd over bit planes: of zlib, zstd and Blosc at several levels, the smallest at a few ms per
 # 518x291 frame (bench P7), so compression keeps up with the depth model on a GPU.
 _COMPRESSOR = {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 6, "shuffle": "bitshuffle",
@@ -458,58 +459,71 @@ class MapSlice:
 
 
 def encode(block: np.ndarray, transfer: str, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """float32 [n, h, w] → (zigzag-mapped predictor residuals as uint16, per-frame [lo, hi] float64 ranges).
-
-    A frame at a time, as :func:`decode` (whole-chunk temporaries cost 3x the time)."""
-    levels = float(2**bits - 1)
+    """float32 [n, h, w] → (zigzag-mapped predictor residuals as uint16, per-frame [lo, hi] float64 ranges), a few
+    frames at a time (``_frames_at_once``)."""
     block = np.asarray(block, dtype=np.float32)
     codes = np.empty(block.shape, np.uint16)
     ranges = np.empty((len(block), 2), np.float64)
-    level = np.empty(block.shape[1:], np.int32)
-    for index, frame in enumerate(block):
-        # float32 arithmetic: its error (~1e-7 relative) is far below the quantisation step of any range.
-        values = _forward(frame, transfer)
-        lo, hi = np.float64(values.min()), np.float64(values.max())
-        scaled = (values - np.float32(lo)) * np.float32(levels / (hi - lo if hi > lo else 1.0))
-        np.rint(scaled, out=scaled)
-        np.clip(scaled, 0, levels, out=scaled)  # float32 rounding may step a hair outside the levels
-        np.copyto(level, scaled, casting="unsafe")
-        # Residual of the plane predictor: a horizontal then a vertical difference. On smooth surfaces (most of any
-        # depth map) it is close to zero; zigzag maps 0, -1, 1, -2, ... to 0, 1, 2, 3, ... so it stays small.
-        level[:, 1:] = level[:, 1:] - level[:, :-1]
-        level[1:, :] = level[1:, :] - level[:-1, :]
-        np.copyto(codes[index], (level << 1) ^ (level >> 31), casting="unsafe")
-        ranges[index] = lo, hi
+    step = _frames_at_once(block.shape)
+    for first in range(0, len(block), step):
+        part = slice(first, first + step)
+        codes[part], ranges[part] = _encode_frames(block[part], transfer, bits)
     return codes, ranges
 
 
 def decode(codes: np.ndarray, ranges: np.ndarray, transfer: str, bits: int) -> np.ndarray:
-    """Inverse of :func:`encode` (float32 [n, h, w]).
-
-    A frame at a time, in two int32 arrays of a frame kept for the whole chunk: whole-chunk temporaries (19 MB for
-    32 frames of a 518x291 map, eight of them) cost their page faults and left the caches at every step, 4-7 ms a
-    frame inside a render job, against ~1 this way (the same values: the same operations on each frame)."""
+    """Inverse of :func:`encode` (float32 [n, h, w]), a few frames at a time, in two int32 arrays kept for the chunk."""
     levels = float(2**bits - 1)
-    lo = ranges[:, 0].astype(np.float32)
-    step = ((ranges[:, 1] - ranges[:, 0]) / levels).astype(np.float32)
+    lo = ranges[:, 0].astype(np.float32)[:, None, None]
+    step = ((ranges[:, 1] - ranges[:, 0]) / levels).astype(np.float32)[:, None, None]
     values = np.empty(codes.shape, np.float32)
-    residual, sums = np.empty(codes.shape[1:], np.int32), np.empty(codes.shape[1:], np.int32)
-    for index, frame in enumerate(values):
-        np.copyto(residual, codes[index])
-        np.bitwise_and(residual, 1, out=sums)  # zigzag: (z >> 1) ^ -(z & 1)
-        np.negative(sums, out=sums)
-        np.right_shift(residual, 1, out=residual)
-        np.bitwise_xor(residual, sums, out=residual)
-        np.cumsum(residual, axis=0, dtype=np.int32, out=sums)  # the plane predictor undone: down, then across
-        np.cumsum(sums, axis=1, dtype=np.int32, out=residual)
-        np.copyto(frame, residual, casting="unsafe")
-        frame *= step[index]
-        frame += lo[index]
-        if transfer == "inverse":
-            np.reciprocal(np.maximum(frame, np.float32(_TINY), out=frame), out=frame)
-    if transfer == "log":
-        np.exp(values, out=values)
+    at_once = _frames_at_once(codes.shape)
+    residual = np.empty((min(at_once, len(codes)), *codes.shape[1:]), np.int32)
+    sums = np.empty_like(residual)
+    for first in range(0, len(codes), at_once):
+        part = slice(first, first + at_once)
+        out = values[part]
+        here, total = residual[: len(out)], sums[: len(out)]
+        np.copyto(here, codes[part])
+        np.bitwise_and(here, 1, out=total)  # the zigzag undone: (z >> 1) ^ -(z & 1)
+        np.negative(total, out=total)
+        np.right_shift(here, 1, out=here)
+        np.bitwise_xor(here, total, out=here)
+        np.cumsum(here, axis=1, dtype=np.int32, out=total)  # the plane predictor undone: down, then across
+        np.cumsum(total, axis=2, dtype=np.int32, out=here)
+        np.copyto(out, here, casting="unsafe")
+        out *= step[part]
+        out += lo[part]
+        _inverse(out, transfer)
     return values
+
+
+def _frames_at_once(shape: tuple[int, ...]) -> int:
+    """How many frames of ``shape`` (n, h, w) are coded in one go: as many as ``CODING_VALUES`` hold, at least one.
+    The coding's passes over a whole chunk (32 frames of a 518x291 map: each temporary 19 MB) faulted in fresh pages
+    and left the caches at every step, 1.4 ms a frame to decode alone, 4-7 inside a render job; in steps of ~0.5 MB
+    arrays, 0.7 and ~1 (encoding 1.2 -> 0.4). Small maps go many frames at a time: per frame, the calls would cost
+    more than the passes."""
+    return max(1, CODING_VALUES // max(1, shape[1] * shape[2]))
+
+
+def _encode_frames(block: np.ndarray, transfer: str, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    levels = float(2**bits - 1)
+    # float32 arithmetic: its error (~1e-7 relative) is far below the quantisation step of any range.
+    values = _forward(block, transfer)
+    lo = values.min(axis=(1, 2)).astype(np.float64)
+    hi = values.max(axis=(1, 2)).astype(np.float64)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    scaled = (values - lo.astype(np.float32)[:, None, None]) * (levels / span).astype(np.float32)[:, None, None]
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, 0, levels, out=scaled)  # float32 rounding may step a hair outside the levels
+    codes = scaled.astype(np.int32)
+    # Residual of the plane predictor: a horizontal then a vertical difference. On smooth surfaces (most of any
+    # depth map) it is close to zero; zigzag maps 0, -1, 1, -2, ... to 0, 1, 2, 3, ... so it stays small.
+    codes[:, :, 1:] = codes[:, :, 1:] - codes[:, :, :-1]
+    codes[:, 1:, :] = codes[:, 1:, :] - codes[:, :-1, :]
+    zigzag = (codes << 1) ^ (codes >> 31)
+    return zigzag.astype(np.uint16), np.stack([lo, hi], axis=1)
 
 
 def fill_masked(block: np.ndarray, mask: np.ndarray, transfer: str) -> np.ndarray:
@@ -532,6 +546,14 @@ def _forward(block: np.ndarray, transfer: str) -> np.ndarray:
     if transfer == "inverse":
         return np.float32(1.0) / np.maximum(block, np.float32(_TINY))
     return block
+
+
+def _inverse(values: np.ndarray, transfer: str) -> np.ndarray:
+    if transfer == "log":
+        np.exp(values, out=values)
+    elif transfer == "inverse":
+        np.reciprocal(np.maximum(values, np.float32(_TINY)), out=values)
+    return values
 
 
 def store_bytes(path: str | Path) -> int:
