@@ -472,29 +472,12 @@ def encode(block: np.ndarray, transfer: str, bits: int) -> tuple[np.ndarray, np.
 
 
 def decode(codes: np.ndarray, ranges: np.ndarray, transfer: str, bits: int) -> np.ndarray:
-    """Inverse of :func:`encode` (float32 [n, h, w]), a few frames at a time, in two int32 arrays kept for the chunk."""
-    levels = float(2**bits - 1)
-    lo = ranges[:, 0].astype(np.float32)[:, None, None]
-    step = ((ranges[:, 1] - ranges[:, 0]) / levels).astype(np.float32)[:, None, None]
+    """Inverse of :func:`encode` (float32 [n, h, w]), a few frames at a time."""
     values = np.empty(codes.shape, np.float32)
-    at_once = _frames_at_once(codes.shape)
-    residual = np.empty((min(at_once, len(codes)), *codes.shape[1:]), np.int32)
-    sums = np.empty_like(residual)
-    for first in range(0, len(codes), at_once):
-        part = slice(first, first + at_once)
-        out = values[part]
-        here, total = residual[: len(out)], sums[: len(out)]
-        np.copyto(here, codes[part])
-        np.bitwise_and(here, 1, out=total)  # the zigzag undone: (z >> 1) ^ -(z & 1)
-        np.negative(total, out=total)
-        np.right_shift(here, 1, out=here)
-        np.bitwise_xor(here, total, out=here)
-        np.cumsum(here, axis=1, dtype=np.int32, out=total)  # the plane predictor undone: down, then across
-        np.cumsum(total, axis=2, dtype=np.int32, out=here)
-        np.copyto(out, here, casting="unsafe")
-        out *= step[part]
-        out += lo[part]
-        _inverse(out, transfer)
+    step = _frames_at_once(codes.shape)
+    for first in range(0, len(codes), step):
+        part = slice(first, first + step)
+        values[part] = _decode_frames(codes[part], ranges[part], transfer, bits)
     return values
 
 
@@ -524,6 +507,19 @@ def _encode_frames(block: np.ndarray, transfer: str, bits: int) -> tuple[np.ndar
     codes[:, 1:, :] = codes[:, 1:, :] - codes[:, :-1, :]
     zigzag = (codes << 1) ^ (codes >> 31)
     return zigzag.astype(np.uint16), np.stack([lo, hi], axis=1)
+
+
+def _decode_frames(codes: np.ndarray, ranges: np.ndarray, transfer: str, bits: int) -> np.ndarray:
+    levels = float(2**bits - 1)
+    zigzag = codes.astype(np.int32)
+    residual = (zigzag >> 1) ^ -(zigzag & 1)
+    quantised = np.cumsum(np.cumsum(residual, axis=1, dtype=np.int32), axis=2, dtype=np.int32)
+    lo = ranges[:, 0].astype(np.float32)[:, None, None]
+    step = ((ranges[:, 1] - ranges[:, 0]) / levels).astype(np.float32)[:, None, None]
+    values = quantised.astype(np.float32)
+    values *= step
+    values += lo
+    return _inverse(values, transfer)
 
 
 def fill_masked(block: np.ndarray, mask: np.ndarray, transfer: str) -> np.ndarray:
