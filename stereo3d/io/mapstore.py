@@ -485,7 +485,7 @@ def _frames_at_once(shape: tuple[int, ...]) -> int:
     """How many frames of ``shape`` (n, h, w) are coded in one go: as many as ``CODING_VALUES`` hold, at least one.
     The coding's passes over a whole chunk (32 frames of a 518x291 map: each temporary 19 MB) faulted in fresh pages
     and left the caches at every step, 1.4 ms a frame to decode alone, 4-7 inside a render job; in steps of ~0.5 MB
-    arrays, 0.7 and 1.1-1.4 (encoding 1.2 -> 0.4). Small maps go many frames at a time: per frame, the calls would cost
+    arrays, 0.7 and 0.9-1.4 (encoding 1.2 -> 0.4). Small maps go many frames at a time: per frame, the calls would cost
     more than the passes."""
     return max(1, CODING_VALUES // max(1, shape[1] * shape[2]))
 
