@@ -184,6 +184,10 @@ def test_session_options_takes_no_device_for_cpu_only_providers(monkeypatch):
     monkeypatch.setattr(scripting, "_LEASE", None)
     options = scripting.session_options({"providers": ["cpu"], "gpu_mem_limit_mb": 1024})
     assert options.device_id == 0 and scripting._LEASE is None
+    # NVDS's jobs ask for float16 copies (used by CUDA under `fast`), kept beside the TensorRT engines.
+    assert options.fp16_dir is None
+    nvds = scripting.session_options({"providers": ["cpu"], "gpu_mem_limit_mb": 1024}, models_dir="m", fp16=True)
+    assert (nvds.fp16_dir, nvds.trt_cache_dir) == ("m/fp16", "m/TensorRT")
 
 
 def test_auto_providers_lease_a_gpu_only_where_an_nvidia_gpu_exists(tmp_path, monkeypatch):

@@ -201,3 +201,59 @@ def test_the_window_is_joined_by_a_concat_graph_written_as_onnx_writes_it():
     values = [ort.OrtValue.ortvalue_from_numpy(part) for part in parts]
     joined = join(concat_session(cpu), values, ("cpu", 0))
     np.testing.assert_array_equal(joined.numpy(), np.concatenate(parts))
+
+
+def test_under_fast_a_cuda_session_opens_float16_copies_that_stabilise_as_float32_does(models, tmp_path, monkeypatch):
+    # NVDS has no TensorRT engine: under `fast` its CUDA sessions open float16 copies of the graphs (made once,
+    # under the graph's content key), and any other provider the graphs themselves. CUDA is described as present;
+    # here it fails to open for real and the CPU provider opens the float32 graph.
+    import onnx
+    import onnxruntime
+
+    from stereo3d.runtime import sessions
+
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime build has no CUDA provider to hand the copies to")
+    handed = []
+    real_open = sessions._open
+
+    def recording(ort, path, attempt, options):
+        handed.append((Path(path), attempt.device.ep))
+        return real_open(ort, path, attempt, options)
+
+    monkeypatch.setattr(sessions, "_open", recording)
+    nvidia = P.Machine((P.Device(P.PROVIDERS["cuda"].ep, "gpu", "NVIDIA"), *P.machine().devices), frozenset())
+    monkeypatch.setattr(P, "machine", lambda: nvidia)
+    fast = SessionOptions(providers=("cuda", "cpu"), precision="fast", threads=1, fp16_dir=str(tmp_path / "fp16"))
+    open_stabiliser(models, WIDTH, HEIGHT, fast)
+    copies = sorted((tmp_path / "fp16").glob("*.onnx"))
+    assert [path.name.split("-", 1)[1] for path in copies] == SPLIT_FILES
+    cuda = [path for path, ep in handed if ep == "CUDAExecutionProvider"]
+    cpu = [path for path, ep in handed if ep == "CPUExecutionProvider"]
+    assert sorted(cuda) == copies and cpu == [models / name for name in SPLIT_FILES]
+    # Float16 inside, the graphs' float32 inputs and outputs kept.
+    for copy, name in zip(copies, SPLIT_FILES):
+        graph, original = onnx.load(str(copy)).graph, onnx.load(str(models / name)).graph
+        assert {i.data_type for i in graph.initializer} >= {onnx.TensorProto.FLOAT16}
+        for ours, theirs in ((graph.input, original.input), (graph.output, original.output)):
+            assert [(v.name, v.type.tensor_type.elem_type) for v in ours] == [
+                (v.name, v.type.tensor_type.elem_type) for v in theirs
+            ]
+    # Made once: the next job opens the same copies, untouched; `exact` and other providers never see them.
+    stamps = [path.stat().st_mtime_ns for path in copies]
+    handed.clear()
+    open_stabiliser(models, WIDTH, HEIGHT, fast)
+    assert [path.stat().st_mtime_ns for path in copies] == stamps and sorted(p for p, _ in handed[::2]) == copies
+    handed.clear()
+    open_stabiliser(models, WIDTH, HEIGHT, dataclasses.replace(fast, precision="exact"))
+    assert all(path.parent == models for path, _ in handed)
+    # What the copies compute, run on the CPU under the graphs' own names: the float32 near maps within float16's
+    # rounding (the precision table has the full-size figure: bench/accel.py).
+    as_named = tmp_path / "as-named"
+    as_named.mkdir()
+    for copy, name in zip(copies, SPLIT_FILES):
+        shutil.copy(copy, as_named / name)
+    half, full = open_stabiliser(as_named, WIDTH, HEIGHT, CPU), open_stabiliser(models, WIDTH, HEIGHT, CPU)
+    for rgb, near in _frames(6, 64, 96):
+        ours, theirs = half.step(rgb, near), full.step(rgb, near)
+        assert np.abs(ours - theirs).max() <= 2e-2 and np.abs(ours - theirs).mean() <= 5e-3

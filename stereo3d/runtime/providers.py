@@ -12,8 +12,9 @@ really has, and the plan a session follows (one provider after another until one
   CPU's fast path (OpenVINO on an Intel CPU; with ``fast``, OpenVINO's own runtime on any other x86 CPU with bf16
   arithmetic: ``stereo3d.runtime.openvino_runtime``), then ONNX Runtime's own CPU provider. NPUs are tried only when
   named (``openvino:npu``): they compile static shapes, and the DA3 graph has a dynamic batch axis.
-* **Precision** (``exact`` | ``fast``) sets each provider's arithmetic: ``fast`` is fp16 on TensorRT, TF32 on CUDA,
-  the device's default on OpenVINO (bf16 on CPUs with AMX or AVX-512-BF16, f16 on Intel GPUs and NPUs); ``exact``
+* **Precision** (``exact`` | ``fast``) sets each provider's arithmetic: ``fast`` is fp16 on TensorRT, TF32 on CUDA
+  (or a float16 copy of the graph where the session asks for one: ``sessions.fp16_copy``, for NVDS), the device's
+  default on OpenVINO (bf16 on CPUs with AMX or AVX-512-BF16, f16 on Intel GPUs and NPUs); ``exact``
   keeps float32 everywhere it can be asked for (TensorRT's float32 engines included: ``sessions`` turns TF32 off).
 * **An NVIDIA GPU without the ``nvidia`` extra** (CUDA 13 and cuDNN 9 not installed): the GPU is seen, its providers
   are left out with the missing library named, and one warning says which extra to install; ONNX Runtime's own

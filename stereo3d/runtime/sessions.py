@@ -59,6 +59,9 @@ class SessionOptions:
     trt_cache_dir: str | None = None  # TensorRT engines, in a folder per model content and precision
     max_batch: int | None = None  # TensorRT's profile: batch 1 .. max_batch on a dynamic first axis
     exclude: tuple[str, ...] = ()  # short names never tried for this model
+    # Under ``fast``, a CUDA session opens a float16 copy of the model kept in this folder (``fp16_copy``): the CUDA
+    # provider computes a float32 graph in float32 (TF32 at most). None: the model as it is.
+    fp16_dir: str | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -90,7 +93,7 @@ def open_session(model_path: str | Path, options: SessionOptions = SessionOption
     started = time.perf_counter()
     for attempt in plan.attempts:
         try:
-            session = _open(ort, model_path, attempt, options)
+            session = _open(ort, _graph_for(model_path, attempt, options), attempt, options)
             if session.get_providers()[0] != attempt.device.ep:  # a built-in provider that did not start
                 raise RuntimeError(f"ONNX Runtime started {session.get_providers()[0]} instead")
         except Exception as exc:  # ORT raises its own types (Fail, InvalidGraph, EPFail, ...)
@@ -107,6 +110,48 @@ def open_session(model_path: str | Path, options: SessionOptions = SessionOption
             return TimedSession(session)
         return session
     raise AssertionError("a plan always ends with the CPU provider")
+
+
+def _graph_for(model_path: Path, attempt: P.Attempt, options: SessionOptions) -> Path:
+    """The graph an attempt opens: the model, or on CUDA under ``fast`` its float16 copy where ``fp16_dir`` is
+    given (the model itself, with one warning, where it cannot be made)."""
+    if options.fp16_dir is None or options.precision != "fast" or P.short_name(attempt.device.ep) != "cuda":
+        return model_path
+    try:
+        return fp16_copy(model_path, options.fp16_dir)
+    except ImportError as exc:  # the converter needs the onnx package (the export extra)
+        if "fp16" not in _warned:
+            _warned.add("fp16")
+            log.warning("%s: no float16 copy for CUDA (%s); its float32 graph runs in TF32", model_path.name, exc)
+        return model_path
+
+
+def fp16_copy(model_path: str | Path, folder: str | Path) -> Path:
+    """A float16 copy of a float32 ONNX model, its inputs and outputs kept as they are (ONNX Runtime's converter:
+    a cast at each end), made once into ``folder`` under the model's content key (``<sha256, 16 hex
+    digits>-<name>``: other weights under the same file name never meet an old copy). Made under a lock beside it
+    (jobs of other videos may open the model at the same time) and written atomically, so a job killed while
+    converting leaves no copy that looks whole."""
+    from stereo3d.io import locks
+    from stereo3d.io.atomic import atomic_output
+
+    model_path = Path(model_path)
+    target = Path(folder) / f"{_content_key(model_path)}-{model_path.name}"
+    if target.is_file():
+        return target
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with locks.held(target.with_name(f".{target.name}.lock")):
+        if not target.is_file():  # another job may have made it while this one waited
+            started = time.perf_counter()
+            converted = convert_float_to_float16(onnx.load(str(model_path)), keep_io_types=True)
+            with atomic_output(target) as partial:
+                onnx.save(converted, str(partial))
+            log.info("%s: its float16 copy for CUDA made in %.1f s: %s", model_path.name,
+                     time.perf_counter() - started, target)  # fmt: skip
+    return target
 
 
 def request_of(options: SessionOptions) -> P.Request:
@@ -138,11 +183,16 @@ ENGINE_PRECISIONS = {"fast": "fp16", "exact": "fp32-no-tf32"}
 def engine_key(model_path: str | Path, precision: str) -> str:
     """``<sha256 of the model's bytes, 16 hex digits>-<fp16|fp32-no-tf32>``: the TensorRT engine folder of a
     model."""
+    return f"{_content_key(model_path)}-{ENGINE_PRECISIONS[precision]}"
+
+
+def _content_key(model_path: str | Path) -> str:
+    """The first 16 hex digits of the sha256 of the model's bytes."""
     digest = hashlib.sha256()
     with open(model_path, "rb") as file:
         for block in iter(lambda: file.read(1 << 22), b""):
             digest.update(block)
-    return f"{digest.hexdigest()[:16]}-{ENGINE_PRECISIONS[precision]}"
+    return digest.hexdigest()[:16]
 
 
 def keep_float32(attempt: P.Attempt, precision: str, environ=os.environ) -> bool:

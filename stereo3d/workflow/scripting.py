@@ -79,6 +79,7 @@ def session_options(
     models_dir: str | None = None,
     precision: str = "exact",
     max_batch: int | None = None,
+    fp16: bool = False,
 ) -> SessionOptions:
     """SessionOptions from the config's ``runtime`` section, on the device this job may use.
 
@@ -88,7 +89,8 @@ def session_options(
     machine without NVIDIA GPUs); the lock is held until the process ends. TensorRT engines are cached in
     ``runtime.trt_cache_dir``, else in ``<models_dir>/TensorRT``, one folder per model content and precision
     (building one takes minutes; every later job of the same model reuses it), with a profile for batches 1 ..
-    ``max_batch``.
+    ``max_batch``. With ``fp16`` (a model that no TensorRT engine serves), a CUDA session under ``fast`` opens a
+    float16 copy of the model, made once into ``<models_dir>/fp16`` (``stereo3d.runtime.sessions.fp16_copy``).
     """
     providers = runtime.get("providers", "auto")
     nvidia = any(name in NVIDIA for name, _ in parse_request(providers))
@@ -102,6 +104,7 @@ def session_options(
         gpu_mem_limit_mb=int(runtime["gpu_mem_limit_mb"]) if gpu_mem_limit else None,
         trt_cache_dir=runtime.get("trt_cache_dir") or (f"{models_dir}/TensorRT" if models_dir else None),
         max_batch=max_batch,
+        fp16_dir=f"{models_dir}/fp16" if fp16 and models_dir else None,
     )
 
 
@@ -119,15 +122,15 @@ def depth_job(smk, settings) -> dict:
 def near_job(smk) -> dict:
     """The near-map stage's arguments that a job (rule near_maps, preview_near_maps) takes besides its settings,
     from its inputs, depth key and config: the NVDS models' folder, the session (runtime: speed only, read from
-    config; NVDS runs in the precision of the depth it stabilises, whose key its maps are stored under) and the
-    picture inside bars."""
+    config; NVDS runs in the precision of the depth it stabilises, whose key its maps are stored under: under
+    ``fast`` on CUDA, its graphs' float16 copies, as no TensorRT engine serves it) and the picture inside bars."""
     from stereo3d.workflow.keys import parse_depth_key
 
     key = parse_depth_key(smk.wildcards.dkey)
     return {
         "models_dir": Path(smk.input.models[0]).parent if smk.input.models else None,
         "options": session_options(
-            smk.config["runtime"], models_dir=smk.config["paths"]["models"], precision=key["precision"]
+            smk.config["runtime"], models_dir=smk.config["paths"]["models"], precision=key["precision"], fp16=True
         ),  # fmt: skip
         "picture": key["picture"],
     }
