@@ -90,6 +90,32 @@ def test_open_session_falls_back_to_the_next_attempt_with_its_own_options(da3_mo
     assert "No registered plugin EP device" not in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("failure", [ImportError("No module named 'onnx'"), OSError("No space left on device")])
+def test_a_float16_copy_that_cannot_be_made_leaves_cuda_its_float32_graph_with_one_warning(
+    failure, tmp_path, monkeypatch, caplog
+):
+    # Only CUDA under `fast` with a copies' folder asks for a copy; where making it fails (no onnx package, a full
+    # disk), CUDA itself opens the model (not the next provider, the CPU perhaps), and the log says so once.
+    def cannot(model_path, folder):
+        raise failure
+
+    monkeypatch.setattr(sessions, "fp16_copy", cannot)
+    monkeypatch.setattr(sessions, "_warned", set())
+    model = tmp_path / "graph.onnx"
+    fast = SessionOptions(providers=("cuda", "cpu"), precision="fast", fp16_dir=str(tmp_path / "fp16"))
+    cuda, cpu = P.plan(fast.providers, NVIDIA_MACHINE, sessions.request_of(fast)).attempts
+    with caplog.at_level(logging.WARNING, logger=sessions.log.name):
+        assert sessions._graph_for(model, cuda, fast) == model
+        assert sessions._graph_for(model, cuda, fast) == model
+    warnings = [r.getMessage() for r in caplog.records if r.name == sessions.log.name]
+    assert len(warnings) == 1 and f"graph.onnx: no float16 copy for CUDA ({failure})" in warnings[0]
+    # Nothing is asked for where no copy is wanted: the CPU, `exact`, no folder.
+    monkeypatch.setattr(sessions, "fp16_copy", lambda model_path, folder: pytest.fail("no copy was wanted"))
+    for attempt, options in ((cpu, fast), (cuda, SessionOptions(providers=("cuda", "cpu"), fp16_dir="f")),
+                             (cuda, SessionOptions(providers=("cuda", "cpu"), precision="fast"))):  # fmt: skip
+        assert sessions._graph_for(model, attempt, options) == model
+
+
 def test_precision_sets_each_providers_arithmetic():
     exact, fast = P.Request(precision="exact"), P.Request(precision="fast")
     assert P.PROVIDERS["tensorrt"].options(exact, "gpu")["trt_fp16_enable"] == "False"

@@ -114,15 +114,17 @@ def open_session(model_path: str | Path, options: SessionOptions = SessionOption
 
 def _graph_for(model_path: Path, attempt: P.Attempt, options: SessionOptions) -> Path:
     """The graph an attempt opens: the model, or on CUDA under ``fast`` its float16 copy where ``fp16_dir`` is
-    given (the model itself, with one warning, where it cannot be made)."""
+    given. Where the copy cannot be made (the converter needs the ``onnx`` package, of the export extra; a full
+    disk), CUDA opens the model itself, in TF32, with one warning: not the next provider, which may be the CPU."""
     if options.fp16_dir is None or options.precision != "fast" or P.short_name(attempt.device.ep) != "cuda":
         return model_path
     try:
         return fp16_copy(model_path, options.fp16_dir)
-    except ImportError as exc:  # the converter needs the onnx package (the export extra)
+    except Exception as exc:  # ImportError, OSError, or the converter's own
         if "fp16" not in _warned:
             _warned.add("fp16")
-            log.warning("%s: no float16 copy for CUDA (%s); its float32 graph runs in TF32", model_path.name, exc)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.warning("%s: no float16 copy for CUDA (%s); its float32 graph runs, in TF32", model_path.name, reason)
         return model_path
 
 
