@@ -247,18 +247,21 @@ def compare(reference: np.ndarray, other: np.ndarray, near: bool = False) -> dic
 
 
 def _fp16_copy(model, target=None):
-    """The model converted to float16 (inputs/outputs kept float32), cached (beside it by default); None without
+    """The model's float16 copy as a CUDA session under ``fast`` opens it (``sessions.fp16_copy``: inputs and outputs
+    kept float32), placed at ``target`` (beside the model by default) under a name of its own; None without
     ``onnx``."""
+    import shutil
+
+    from stereo3d.runtime.sessions import fp16_copy
+
     try:
-        import onnx
-        from onnxruntime.transformers.float16 import convert_float_to_float16
+        import onnx  # noqa: F401  (the converter's)
     except ImportError:
         return None
     target = target or model.with_name(model.stem + "_fp16emu.onnx")
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        converted = convert_float_to_float16(onnx.load(str(model)), keep_io_types=True)
-        onnx.save(converted, str(target))
+        shutil.copyfile(fp16_copy(model, common.CACHE / "fp16"), target)
     return target
 
 
