@@ -70,6 +70,11 @@ _COMPRESSOR = {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 6, 
                                                   "typesize": 2, "blocksize": 0}}  # fmt: skip
 _MASK_COMPRESSOR = {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 6, "shuffle": "bitshuffle",
                                                        "typesize": 1, "blocksize": 0}}  # fmt: skip
+# Every chunk is written, even one all of the fill value: Zarr otherwise compares each whole chunk with it first
+# (~0.7 ms of the writer's CPU a 518x294 frame: a tenth of the depth stage's own work while a GPU runs the model,
+# bench/README *Notes*), and a store's chunks are never empty but by chance. A setting of the open array, not of
+# the store: each write asks for it.
+_WRITE_CONFIG = {"write_empty_chunks": True}
 
 
 # zarr is imported where a store is opened: it takes ~0.3 s to import, and planning a run imports this module
@@ -337,7 +342,7 @@ class MapWriter:
         # The small arrays first, the codes last, then the count: a chunk is only counted once all of it is on
         # disk, and a chunk begun after the count is dropped by a resuming writer.
         for name, data in [("ranges", ranges), *series.items(), *arrays, ("codes", codes)]:
-            array = self._group[name]
+            array = self._group[name].with_config(_WRITE_CONFIG)
             array.resize((hi, *array.shape[1:]))
             array[lo:hi] = data
         self._written = hi
