@@ -79,6 +79,8 @@ FIGURES = (
            da3=_TIER, nvds=_SPLIT, smoke={"frames": 4, "repeats": 1, "batch": 2}),
     Figure("P17", "NVDS stage fps / the network's, a stand-in of the H200's speed", "nvds_stage", "figure",
            smoke={"frames": 8, "width": 320, "height": 180, "repeats": 1}),
+    Figure("P18", "depth stage fps / the model's, a stand-in of the H200's speed", "depth_stage", "figure",
+           smoke={"frames": 16, "repeats": 1}),
     Figure("Q1", "visible PSNR, renderer - nearest-pixel warp (dB, ground truth)", "viewing", "figures",
            smoke={"size": (192, 108), "frames": 6}),
     Figure("Q2", "hole PSNR, renderer's fill - Telea on the same holes (dB)", "viewing", "figures",
