@@ -80,19 +80,14 @@ def figure(frames: int = 960, repeats: int = 2) -> dict:
     """P18 for the harness."""
     common.say(f"P18: the depth stage with a stand-in model of the H200's speed, {frames} frames")
     fig = run(frames, repeats=repeats)
+    model = f"DA3 small {fig['tier']} uint8, batch {fig['batch']}, CUDA exact on an NVIDIA H200"
+    stage = "the depth stage (decode and scale, picture changes, place, model stand-in, crop, store)"
     return {
         "P18": common.figure(
             fig["ratio"],
             ">= 0.9",
-            baseline={
-                "what": f"the model alone: DA3 small {fig['tier']} uint8, batch {fig['batch']}, CUDA exact "
-                "on an NVIDIA H200",
-                "fps": fig["model_fps"],
-            },
-            measured={
-                "what": "the depth stage (decode and scale, picture changes, place, model stand-in, crop, store)",
-                "fps": fig["stage_fps"],
-            },
+            baseline={"what": f"the model alone: {model}", "fps": fig["model_fps"]},
+            measured={"what": stage, "fps": fig["stage_fps"]},
             setup=f"{fig['clip']}, export {fig['tier']}, best of {len(fig['rounds'])} rounds, each from its first "
             "frame (the session's opening apart)",
             rounds=fig["rounds"],
