@@ -71,9 +71,9 @@ _COMPRESSOR = {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 6, 
 _MASK_COMPRESSOR = {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 6, "shuffle": "bitshuffle",
                                                        "typesize": 1, "blocksize": 0}}  # fmt: skip
 # Every chunk is written, even one all of the fill value: Zarr otherwise compares each whole chunk with it first
-# (~0.7 ms of the writer's CPU a 518x294 frame: a tenth of the depth stage's own work while a GPU runs the model,
-# bench/README *Notes*), and a store's chunks are never empty but by chance. A setting of the open array, not of
-# the store: each write asks for it.
+# (~0.7 ms of the writer's CPU a 518x294 frame, some 7 % of the depth stage's own work while a GPU runs the model:
+# bench/README *Notes*), and a store's chunks are never empty but by chance. A setting of the open array (Zarr
+# 3.1.6's ``with_config``), not stored with it: each write asks for it.
 _WRITE_CONFIG = {"write_empty_chunks": True}
 
 
