@@ -248,8 +248,8 @@ def compare(reference: np.ndarray, other: np.ndarray, near: bool = False) -> dic
 
 def _fp16_copy(model, target=None):
     """The model's float16 copy as a CUDA session under ``fast`` opens it (``sessions.fp16_copy``: inputs and outputs
-    kept float32), placed at ``target`` (beside the model by default) under a name of its own; None without
-    ``onnx``."""
+    kept float32, made once per content into the cache), copied to ``target`` where one is given (a graph that is
+    opened by its name); None without ``onnx``."""
     import shutil
 
     from stereo3d.runtime.sessions import fp16_copy
@@ -258,10 +258,11 @@ def _fp16_copy(model, target=None):
         import onnx  # noqa: F401  (the converter's)
     except ImportError:
         return None
-    target = target or model.with_name(model.stem + "_fp16emu.onnx")
-    if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(fp16_copy(model, common.CACHE / "fp16"), target)
+    copy = fp16_copy(model, common.CACHE / "fp16")
+    if target is None:
+        return copy
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(copy, target)  # each time: the model under that name may have been exported again
     return target
 
 
