@@ -42,3 +42,20 @@ def test_a_failing_figure_is_recorded_with_its_cause_and_the_others_are_written(
     assert results["P4"]["met"] is False and results["P4"]["last_good"] == earlier
     assert results["_run"]["smoke"] is True and results["_run"]["figures"] == ["P4", "P7"]
     assert "P4" in done.stdout and "FAILED" in done.stdout and "1 figure(s) failed: P4" in done.stdout
+
+
+def test_the_render_profile_times_every_step_and_puts_the_renderer_back():
+    # bench.render_profile replaces the renderer's steps by timed wrappers for its walk: each must have been reached
+    # (a renamed step would read 0 ms rather than fail), and the renderer must be itself again after.
+    from bench import render_profile
+    from stereo3d.stereo import fill, warp
+
+    before = (warp.Renderer._warp_rows, fill.HoleFill.gather, fill._grey)
+    profile = render_profile.run(frames=6, width=160, height=90, near_side=70, threads=2)
+    assert (warp.Renderer._warp_rows, fill.HoleFill.gather, fill._grey) == before
+    steps = profile["steps_ms_per_frame"]
+    assert len(steps) == sum(1 for *_, depth in render_profile.STEPS if depth == 0)
+    for value in steps.values():
+        assert (value["ms"] if isinstance(value, dict) else value) > 0
+    assert steps["warp bands: splat, remap, RGBA -> RGB"]["within"]["splat"] > 0
+    assert profile["cpu_ms_per_frame"] > 0
